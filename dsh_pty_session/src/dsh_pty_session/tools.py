@@ -1,0 +1,134 @@
+"""The four ``pty_*`` tools: the same kernel as ``ctx.pty``, another surface."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dsh_terminal_core.resultcap import cap_text
+from dsh_terminal_core.tools import Tool, ToolExec
+
+from .service import PtySessionService
+
+__all__ = ["pty_tools"]
+
+MAX_RESULT_BYTES = 262144
+
+_ID = {"type": "string", "minLength": 1, "maxLength": 64, "description": "Session id from pty_open."}
+
+
+def _status(value: dict[str, Any]) -> str:
+    if value["kind"] == "running":
+        return "running"
+    if value.get("signal"):
+        return f"exited ({value['signal']})"
+    return f"exited ({value.get('exitCode')})"
+
+
+def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
+    def finalize(text: str) -> str:
+        return cap_text(text, MAX_RESULT_BYTES)
+
+    async def open_(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        return (await pty().open(exec_.agent, args, exec_.cancel)).to_wire()
+
+    async def send(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        return (await pty().send(exec_.agent, args["id"], args)).to_wire()
+
+    async def tail(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        return pty().tail(exec_.agent, args["id"], args.get("lines")).to_wire()
+
+    async def close(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        return {"closed": await pty().close(exec_.agent, args["id"])}
+
+    def render_open(_args: dict[str, Any], v: dict[str, Any]) -> str:
+        head = f"opened {v['sessionId']} (pid {v['pid']}, {_status(v['status'])})\n"
+        return cap_text(v["initialOutput"], MAX_RESULT_BYTES, prefix=head, keep="tail")
+
+    def render_send(_args: dict[str, Any], v: dict[str, Any]) -> str:
+        newline = "\n" if v["delta"] and not v["delta"].endswith("\n") else ""
+        return cap_text(v["delta"], MAX_RESULT_BYTES, suffix=f"{newline}[{_status(v['status'])}]", keep="tail")
+
+    def render_tail(args: dict[str, Any], v: dict[str, Any]) -> str:
+        head = f"[{v['lines']} new line(s){'; older new lines skipped' if v['truncated'] else ''}]\n"
+        return cap_text(v["text"], MAX_RESULT_BYTES, prefix=head, keep="tail")
+
+    def render_close(args: dict[str, Any], v: dict[str, Any]) -> str:
+        return f"closed {args['id']}" if v["closed"] else f"{args['id']} was already closed"
+
+    return [
+        Tool(
+            name="pty_open",
+            description=(
+                "Start a command in a new persistent PTY session (run inside a shell) and return "
+                "its id and the output it printed first. env values are exported exactly."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "command": {"type": "string", "minLength": 1, "maxLength": 100000},
+                    "cwd": {"type": "string", "minLength": 1, "maxLength": 4096},
+                    "env": {
+                        "type": "object",
+                        "additionalProperties": {"type": "string"},
+                        "description": "Environment variables to export before the command.",
+                    },
+                },
+                "required": ["command"],
+                "additionalProperties": False,
+            },
+            execute=open_,
+            render=render_open,
+            finalize=finalize,
+        ),
+        Tool(
+            name="pty_send",
+            description=(
+                "Write data to a PTY session (Enter appended unless submit=false, which sends "
+                "the exact bytes) and return the output read while it settles."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "id": _ID,
+                    "data": {"type": "string", "maxLength": 1000000},
+                    "submit": {"type": "boolean"},
+                },
+                "required": ["id", "data"],
+                "additionalProperties": False,
+            },
+            execute=send,
+            render=render_send,
+            finalize=finalize,
+        ),
+        Tool(
+            name="pty_tail",
+            description=(
+                "Return the complete lines a PTY session printed since the previous pty_tail "
+                "(never repeated); at most `lines` of the newest. A line still being written "
+                "(e.g. a prompt without newline) appears once it is complete."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {"id": _ID, "lines": {"type": "integer", "minimum": 1, "maximum": 10000}},
+                "required": ["id"],
+                "additionalProperties": False,
+            },
+            execute=tail,
+            render=render_tail,
+            finalize=finalize,
+        ),
+        Tool(
+            name="pty_close",
+            description="Close a PTY session and end its processes; closed=false if it was already gone.",
+            parameters={
+                "type": "object",
+                "properties": {"id": _ID},
+                "required": ["id"],
+                "additionalProperties": False,
+            },
+            execute=close,
+            render=render_close,
+            finalize=finalize,
+        ),
+    ]

@@ -1,0 +1,93 @@
+"""The ``shell`` backend: spawns bash under the owner's sandbox policy."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from dsh_terminal_core.errors import InvalidArgument, SandboxUnavailable, TerminalError
+from dsh_terminal_core.subprocess import TerminalProvider, TerminalSpawnSpec
+from dsh_terminal_core.terminals import BackendSpawnContext
+
+from .config import BashConfig
+from .environment import shell_environment
+from .session import BashSession
+
+__all__ = ["BashBackend"]
+
+
+class BashBackend:
+    """Creates :class:`BashSession` objects; registered with ``ctx.terminals``.
+
+    ``sandbox_policy`` decides the mode per owner; ``sandbox`` (may be None) confines
+    the argv. A confined mode without a sandbox fails before anything is spawned.
+    """
+
+    def __init__(
+        self,
+        provider: TerminalProvider,
+        sandbox_policy: Any,
+        sandbox: Any | None,
+        config: BashConfig,
+    ) -> None:
+        self._provider = provider
+        self._policy = sandbox_policy
+        self._sandbox = sandbox
+        self._config = config
+
+    @property
+    def type(self) -> str:
+        return self._config.backend_type
+
+    @property
+    def config(self) -> BashConfig:
+        return self._config
+
+    def _argv_and_cwd(self, context: BackendSpawnContext) -> tuple[list[str], str]:
+        config = self._config
+        argv = [config.shell_path, *config.shell_args]
+        policy = self._policy.resolve(context.owner) if self._policy is not None else None
+        cwd = context.cwd or (policy.workspace_root if policy is not None else os.getcwd())
+        if not os.path.isabs(cwd):
+            base = policy.workspace_root if policy is not None else os.getcwd()
+            cwd = os.path.normpath(os.path.join(base, cwd))
+        if not os.path.isdir(cwd):
+            raise InvalidArgument(f"cwd {cwd!r} is not an existing directory")
+        if not (os.path.isfile(config.shell_path) and os.access(config.shell_path, os.X_OK)):
+            raise TerminalError(
+                f"shell {config.shell_path!r} does not exist or is not executable "
+                "(set terminal-bash.shell_path)",
+                "SPAWN_FAILED",
+            )
+        if policy is not None and policy.confined:
+            if self._sandbox is None:
+                raise SandboxUnavailable(
+                    f"sandbox mode {str(policy.mode)!r} needs a sandbox provider, and no loaded "
+                    "plugin provides 'sandbox' (install dsh-terminal-core with the sandbox-bwrap "
+                    "plugin and bubblewrap) — or choose sandbox mode 'danger-full-access' explicitly"
+                )
+            argv = self._sandbox.confine(argv, policy)
+        return argv, cwd
+
+    async def spawn(self, context: BackendSpawnContext) -> BashSession:
+        context.cancel.raise_if_cancelled()
+        argv, cwd = self._argv_and_cwd(context)
+        spec = TerminalSpawnSpec(
+            argv=argv,
+            cwd=cwd,
+            env=shell_environment(context.owner.id, context.session_id),
+            rows=self._config.rows,
+            cols=self._config.cols,
+            grace_ms=self._config.dispose_grace_ms,
+        )
+        process = await self._provider.spawn_terminal(spec)
+        session = BashSession(process, self._config, context.session_id)
+        try:
+            await session.start(context.cancel)
+        except BaseException:
+            # start() already tore the process down; make certain on any other path.
+            if not process.done.done():
+                await asyncio.shield(process.terminate())
+            raise
+        return session

@@ -1,0 +1,294 @@
+"""The readiness ladder: when has a send (or the shell's startup) finished waiting?
+
+One :class:`Readiness` watches one wait. It is driven by events — output arriving, the
+write completing, the shell exiting — and by a few timers; there is no fixed-rate loop on
+the prompt path. The tiers, strongest evidence first:
+
+1. *prompt* → ``stdin_read``: a marker arrived after this send's write, the printable
+   tail after it is exactly the controlled prompt, the terminal's foreground group is the
+   shell's, and the shell itself is blocked reading the terminal. Checked the moment the
+   data arrives, then on a short backoff (1, 2, 4 ... ms) while the shell settles into its
+   read. Foreground ownership alone is not proof: a command can print a forged marker
+   and prompt with a builtin while bash still owns the foreground, busy elsewhere.
+2. *exact stdin wait* (Linux) → ``stdin_read``: once output has paused, the foreground
+   group is blocked reading the terminal. A group that was already waiting before the
+   write must first be seen to have left that wait (its threads' wake counter moved); a
+   group that was not waiting then counts after ``exact_probe_after_ms``. The wait must
+   hold, with no output and nothing unread on the master, across two looks
+   ``_CONFIRM_MS`` apart: a PTY hands a program's last write to the reader side through
+   a kernel work queue, so a program can already be blocked reading while its final
+   output is still in flight. For the shell's own group the hold is one poll interval,
+   so the prompt tier (which carries the exit code) wins whenever it can.
+3. *silence* → ``inferred_idle`` after ``idle_silence_ms`` without output
+   (+ ``handoff_grace_ms`` once a marker was seen). During startup an empty silence
+   never counts.
+4. *deadline* → ``timeout`` after ``timeout_ms``.
+
+``session_exit`` settles at once when the shell exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Protocol
+
+import attrs
+
+from dsh_terminal_core.subprocess import Foreground
+from dsh_terminal_core.terminals import WaitReason
+
+from .config import BashConfig
+
+__all__ = ["Readiness", "ReadinessProbe", "Settlement"]
+
+# Backoff for re-checks after new evidence; beyond the last step the fallback cadence
+# (poll_interval_ms) takes over.
+_BACKOFF_MS = (1, 2, 4, 8, 16, 32)
+
+# How long an exact stdin wait must hold, output-free, before it settles a send.
+_CONFIRM_MS = 2.0
+
+
+@attrs.frozen(kw_only=True)
+class Settlement:
+    """How a wait ended. ``exit_code`` comes from the marker when the prompt tier settled."""
+
+    reason: WaitReason
+    exit_code: int | None = None
+    input_hidden: bool = False
+    by_prompt: bool = False
+
+
+class ReadinessProbe(Protocol):
+    """What the ladder may ask the session about the terminal right now."""
+
+    @property
+    def exact(self) -> bool:
+        """True where the exact stdin-wait probe exists (Linux)."""
+        ...
+
+    def shell_at_prompt(self) -> bool:
+        """The shell's group owns the foreground and the shell is blocked reading the terminal."""
+        ...
+
+    def shell_owns_foreground(self) -> bool: ...
+
+    def foreground(self) -> Foreground | None: ...
+
+    def shell_group(self) -> int | None:
+        """The shell's own process group once learned."""
+        ...
+
+    def pending_output(self) -> int:
+        """Bytes already on the terminal that the reader has not delivered yet."""
+        ...
+
+
+class Readiness:
+    """The ladder for one wait; calls ``on_settle`` exactly once."""
+
+    def __init__(
+        self,
+        *,
+        config: BashConfig,
+        probe: ReadinessProbe,
+        prompt: str,
+        on_settle: Callable[[Settlement], None],
+        startup: bool = False,
+        before: Foreground | None = None,
+    ) -> None:
+        self._config = config
+        self._probe = probe
+        self._prompt = prompt
+        self._on_settle = on_settle
+        self._startup = startup
+        self._before = before
+        self._loop = asyncio.get_running_loop()
+        self._started_at = self._loop.time()
+        self._write_done = startup
+        self._activity_at = self._started_at
+        self._any_output = False
+        self._marker_seen = False
+        self._marker_exit: int | None = None
+        self._prompt_tail_at: float | None = None
+        self._wait_seen_at: float | None = None
+        self.settled = False
+        self._probe_step = 0
+        self._probe_timer: asyncio.TimerHandle | None = None
+        self._silence_timer: asyncio.TimerHandle | None = None
+        self._deadline_timer = self._loop.call_later(config.timeout_ms / 1000, self._on_deadline)
+        self._arm_silence(config.idle_silence_ms / 1000)
+        if startup:
+            self._arm_probe(0)
+
+    # -- events -----------------------------------------------------------------------
+
+    def on_write_done(self) -> None:
+        """The whole input is in the terminal; the stdin-wait tier may look from now on."""
+        self._write_done = True
+        self._activity_at = self._loop.time()
+        self._probe_step = 0
+        self._arm_probe(_BACKOFF_MS[0])
+
+    def on_output(self, has_text: bool, marker: bool, marker_exit: int | None, tail: str | None) -> None:
+        """New output was sanitized: ``tail`` is the printable text after the latest marker."""
+        if self.settled:
+            return
+        now = self._loop.time()
+        if has_text or marker:
+            self._any_output = True
+            self._activity_at = now
+            self._wait_seen_at = None
+        if marker:
+            self._marker_seen = True
+            self._marker_exit = marker_exit
+        if self._marker_seen and tail == self._prompt:
+            if self._prompt_tail_at is None or marker:
+                self._prompt_tail_at = now
+            if self._check_prompt():
+                return
+        else:
+            self._prompt_tail_at = None
+        self._probe_step = 0
+        self._arm_probe(_BACKOFF_MS[0])
+
+    def on_exit(self) -> None:
+        self._settle(Settlement(reason=WaitReason.SESSION_EXIT, exit_code=None))
+
+    def stop(self) -> None:
+        """Stop watching without settling (the session is closing)."""
+        self.settled = True
+        self._cancel_timers()
+
+    # -- tiers ------------------------------------------------------------------------
+
+    def _check_prompt(self) -> bool:
+        if self._prompt_tail_at is None:
+            return False
+        if self._probe.exact:
+            ready = self._probe.shell_at_prompt()
+        else:
+            # Without a syscall probe the prompt must stay the tail, with the shell in the
+            # foreground, for one poll interval.
+            held = self._loop.time() - self._prompt_tail_at >= self._config.poll_interval_ms / 1000
+            ready = held and self._probe.shell_owns_foreground()
+        if ready and self._probe.pending_output():
+            ready = False  # more output is already on its way; it will re-trigger the check
+        if ready:
+            self._settle(
+                Settlement(
+                    reason=WaitReason.STDIN_READ, exit_code=self._marker_exit, by_prompt=True
+                )
+            )
+        return ready
+
+    def _check_stdin_wait(self) -> bool:
+        if not (self._probe.exact and self._write_done):
+            return False
+        foreground = self._probe.foreground()
+        if foreground is None or not foreground.input_waiting:
+            self._wait_seen_at = None
+            return False
+        before = self._before
+        same_waiter = (
+            before is not None
+            and before.input_waiting
+            and before.process_group_id == foreground.process_group_id
+        )
+        if same_waiter:
+            assert before is not None
+            if foreground.wake_count == before.wake_count:
+                return False  # still the wait from before the write: not new evidence
+        elif self._loop.time() - self._started_at < self._config.exact_probe_after_ms / 1000:
+            return False
+        now = self._loop.time()
+        if self._wait_seen_at is None:
+            self._wait_seen_at = now
+            self._arm_probe(_CONFIRM_MS)
+            return False
+        hold_ms = _CONFIRM_MS
+        if foreground.process_group_id == self._probe.shell_group():
+            hold_ms = self._config.poll_interval_ms
+        if (now - self._wait_seen_at) * 1000 + 0.1 < hold_ms:
+            self._arm_probe(hold_ms - (now - self._wait_seen_at) * 1000)
+            return False
+        if self._probe.pending_output():
+            self._wait_seen_at = None
+            return False
+        self._settle(
+            Settlement(
+                reason=WaitReason.STDIN_READ,
+                exit_code=None,
+                input_hidden=foreground.input_hidden,
+            )
+        )
+        return True
+
+    def _on_probe(self) -> None:
+        self._probe_timer = None
+        if self.settled:
+            return
+        quiet_for = self._loop.time() - self._activity_at
+        wanted = self._delay_for(self._probe_step)
+        if quiet_for + 1e-4 < wanted:
+            # Output is still flowing; look again once it has paused.
+            self._arm_probe((wanted - quiet_for) * 1000)
+            return
+        if self._check_prompt() or self._check_stdin_wait():
+            return
+        self._probe_step += 1
+        self._arm_probe(self._delay_for(self._probe_step) * 1000)
+
+    def _delay_for(self, step: int) -> float:
+        if step < len(_BACKOFF_MS):
+            return min(_BACKOFF_MS[step], self._config.poll_interval_ms) / 1000
+        return self._config.poll_interval_ms / 1000
+
+    def _on_silence(self) -> None:
+        self._silence_timer = None
+        if self.settled:
+            return
+        needed = self._config.idle_silence_ms / 1000
+        if self._marker_seen:
+            needed += self._config.handoff_grace_ms / 1000
+        quiet_for = self._loop.time() - self._activity_at
+        if quiet_for + 1e-4 < needed:
+            self._arm_silence(needed - quiet_for)
+            return
+        if self._startup and not self._any_output:
+            self._arm_silence(needed)  # an empty silence never proves a shell started
+            return
+        self._settle(Settlement(reason=WaitReason.INFERRED_IDLE))
+
+    def _on_deadline(self) -> None:
+        self._deadline_timer = None
+        self._settle(Settlement(reason=WaitReason.TIMEOUT))
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _arm_probe(self, delay_ms: float) -> None:
+        if self.settled:
+            return
+        when = self._loop.time() + delay_ms / 1000
+        if self._probe_timer is not None:
+            if self._probe_timer.when() <= when:
+                return
+            self._probe_timer.cancel()
+        self._probe_timer = self._loop.call_at(when, self._on_probe)
+
+    def _arm_silence(self, delay: float) -> None:
+        self._silence_timer = self._loop.call_later(max(delay, 0.001), self._on_silence)
+
+    def _cancel_timers(self) -> None:
+        for timer in (self._probe_timer, self._silence_timer, self._deadline_timer):
+            if timer is not None:
+                timer.cancel()
+        self._probe_timer = self._silence_timer = self._deadline_timer = None
+
+    def _settle(self, settlement: Settlement) -> None:
+        if self.settled:
+            return
+        self.settled = True
+        self._cancel_timers()
+        self._on_settle(settlement)

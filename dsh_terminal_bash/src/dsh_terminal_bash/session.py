@@ -1,0 +1,352 @@
+"""A live bash session: prompt protocol, readiness, scrollback, send/cancel/close."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+
+from dsh_terminal_core.cancel import Cancellation
+from dsh_terminal_core.errors import TerminalError
+from dsh_terminal_core.subprocess import ExitStatus, Foreground, TerminalProcess
+from dsh_terminal_core.terminals import (
+    ReadRequest,
+    ReadResult,
+    SendRequest,
+    SendResult,
+    SessionStatus,
+    SignalResult,
+    WaitReason,
+)
+
+from .config import BashConfig
+from .environment import PROMPT
+from .operation import BashSendOperation
+from .readiness import Readiness, Settlement
+from .sanitizer import Sanitizer
+from .scrollback import Scrollback
+
+__all__ = ["BashSession", "StartupFailed"]
+
+
+class StartupFailed(TerminalError):
+    """The shell exited or never became ready before its first prompt."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "SPAWN_FAILED")
+
+
+class BashSession:
+    """One bash process on a PTY, driven through the controlled prompt protocol."""
+
+    def __init__(self, process: TerminalProcess, config: BashConfig, session_id: str) -> None:
+        self._process = process
+        self._config = config
+        self.session_id = session_id
+        self._sanitizer = Sanitizer(max_escape_bytes=config.max_read_bytes)
+        self._scrollback = Scrollback(
+            max_lines=config.scrollback_lines, max_bytes=config.scrollback_max_bytes
+        )
+        self._status = SessionStatus.running()
+        self._shell_pgid: int | None = None
+        self._readiness: Readiness | None = None
+        self._op: BashSendOperation | None = None
+        self._closing = False
+        self._close_task: asyncio.Task[None] | None = None
+        self._motd = ""
+        self._startup_text: list[str] = []
+        self._exact = True
+        process.set_output_handler(self._on_output)
+        process.done.add_done_callback(self._on_exit)
+
+    # -- facts ------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def shell_pid(self) -> int | None:
+        """Bash's own pid (its process group leader); under bwrap not the PTY child."""
+        return self._shell_pgid
+
+    @property
+    def status(self) -> SessionStatus:
+        return self._status
+
+    @property
+    def motd(self) -> str:
+        return self._motd
+
+    def cwd(self) -> str | None:
+        pid = self._shell_pgid or self._process.pid
+        try:
+            return os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            return None
+
+    # -- the probe the readiness ladder asks ------------------------------------------
+
+    @property
+    def exact(self) -> bool:
+        return self._exact
+
+    def shell_at_prompt(self) -> bool:
+        foreground = self._process.foreground_pgid()
+        if foreground is None:
+            return False
+        if self._shell_pgid is not None and foreground != self._shell_pgid:
+            return False
+        # Before the first prompt the shell's group is unknown: its leader is the shell.
+        return self._process.is_reading_terminal(foreground)
+
+    def shell_owns_foreground(self) -> bool:
+        foreground = self._process.foreground_pgid()
+        return foreground is not None and foreground == self._shell_pgid
+
+    def foreground(self) -> Foreground | None:
+        return self._process.inspect_foreground()
+
+    def shell_group(self) -> int | None:
+        return self._shell_pgid
+
+    def pending_output(self) -> int:
+        return self._process.pending_output()
+
+    # -- output -----------------------------------------------------------------------
+
+    def _on_output(self, data: bytes) -> None:
+        self._consume(self._sanitizer.feed(data))
+
+    def _consume(self, chunk: object) -> None:
+        text: str = chunk.text  # type: ignore[attr-defined]
+        markers = chunk.markers  # type: ignore[attr-defined]
+        if text:
+            self._scrollback.append(text)
+            if self._op is not None:
+                self._op.append(text)
+            elif self._readiness is not None:
+                self._startup_text.append(text)
+        readiness = self._readiness
+        if readiness is not None and not readiness.settled:
+            readiness.on_output(
+                bool(text),
+                bool(markers),
+                markers[-1].exit_code if markers else None,
+                self._sanitizer.prompt_tail,
+            )
+
+    def _on_exit(self, done: asyncio.Future[ExitStatus]) -> None:
+        self._consume(self._sanitizer.flush())
+        if done.cancelled() or done.exception() is not None:
+            self._status = SessionStatus(kind="exited", exit_code=None, signal=None)
+        else:
+            status = done.result()
+            self._status = SessionStatus(
+                kind="exited", exit_code=status.exit_code, signal=status.signal
+            )
+        if self._readiness is not None:
+            self._readiness.on_exit()
+
+    # -- startup ----------------------------------------------------------------------
+
+    async def start(self, cancel: Cancellation) -> None:
+        """Wait for the first prompt through the ladder; learn the shell's process group.
+
+        Exit or timeout during startup closes the half-made shell and raises
+        :class:`StartupFailed`; cancellation closes it and re-raises the caller's reason.
+        """
+        loop = asyncio.get_running_loop()
+        settled: asyncio.Future[Settlement] = loop.create_future()
+        self._readiness = Readiness(
+            config=self._config,
+            probe=self,
+            prompt=PROMPT,
+            on_settle=lambda s: settled.done() or settled.set_result(s),
+            startup=True,
+        )
+        remove = cancel.on_cancel(lambda reason: settled.done() or settled.cancel())
+        try:
+            settlement = await settled
+        except asyncio.CancelledError:
+            self._readiness.stop()
+            await self._abandon()
+            if cancel.reason is not None:
+                raise cancel.reason from None
+            raise
+        finally:
+            remove()
+        self._readiness = None
+        if settlement.reason is WaitReason.SESSION_EXIT:
+            await self._abandon()
+            output = "".join(self._startup_text).strip()
+            detail = f": {output[-500:]}" if output else ""
+            raise StartupFailed(
+                f"the shell exited during startup ({self._describe_exit()}){detail}"
+            )
+        if settlement.reason is WaitReason.TIMEOUT:
+            await self._abandon()
+            raise StartupFailed(
+                f"the shell did not reach its first prompt within {self._config.timeout_ms} ms"
+            )
+        self._shell_pgid = self._process.foreground_pgid()
+        if self._shell_pgid is not None:
+            self._process.set_shell_process_group(self._shell_pgid)
+        text = "".join(self._startup_text)
+        self._startup_text = []
+        self._motd = _without_prompt(text, settlement).strip("\n")
+
+    async def _abandon(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._process.terminate()
+
+    def _describe_exit(self) -> str:
+        if self._status.signal:
+            return f"killed by {self._status.signal}"
+        return f"exit code {self._status.exit_code}"
+
+    # -- send -------------------------------------------------------------------------
+
+    def start_send(self, request: SendRequest) -> BashSendOperation:
+        """Reserve the session and start writing; the result comes through ``op.done``."""
+        if self._op is not None:
+            raise TerminalError(
+                f"session {self.session_id} is still busy with a previous send; wait for it, "
+                "or interrupt it with terminal_signal",
+                "SEND_ACTIVE",
+            )
+        if self._closing:
+            raise TerminalError(f"session {self.session_id} is closing", "SESSION_CLOSED")
+        op = BashSendOperation(self._config.max_read_bytes, self._cancel_op)
+        if self._status.kind == "exited":
+            op.settle(self._result(op, Settlement(reason=WaitReason.SESSION_EXIT), request))
+            return op
+        before = self.foreground() if self._exact else None
+        self._op = op
+        self._readiness = Readiness(
+            config=self._config,
+            probe=self,
+            prompt=PROMPT,
+            on_settle=lambda s: self._settle(op, s, request),
+            before=before,
+        )
+        op.write_task = asyncio.get_running_loop().create_task(self._write(op, request))
+        if request.cancel is not None:
+            request.cancel.on_cancel(lambda _reason: op.done.done() or op.cancel())
+        return op
+
+    async def _write(self, op: BashSendOperation, request: SendRequest) -> None:
+        payload = request.text + ("\r" if request.submit else "")
+        try:
+            if payload and not op.input_cancelled:
+                await self._process.write(payload)
+        except asyncio.CancelledError:
+            return  # the unwritten remainder is dropped on purpose
+        except Exception:  # noqa: BLE001 - a dead terminal settles through session_exit
+            return
+        readiness = self._readiness
+        if readiness is not None and self._op is op:
+            readiness.on_write_done()
+
+    def _settle(self, op: BashSendOperation, settlement: Settlement, request: SendRequest) -> None:
+        op.settle(self._result(op, settlement, request))
+        if self._readiness is not None and self._readiness.settled:
+            self._readiness = None
+        self._release_when_quiet(op)
+
+    def _release_when_quiet(self, op: BashSendOperation) -> None:
+        """Release the reservation once the send settled and any cancel finished signalling."""
+        task = op.cancel_task
+        if task is not None and not task.done():
+            task.add_done_callback(lambda _t: self._release_when_quiet(op))
+            return
+        if self._op is op:
+            self._op = None
+
+    def _result(self, op: BashSendOperation, settlement: Settlement, request: SendRequest) -> SendResult:
+        text = op.viewport.text()
+        if settlement.by_prompt and text.endswith(PROMPT):
+            text = text[: -len(PROMPT)]
+        text = self._strip_echo(text, request)
+        return SendResult(
+            viewport=text,
+            wait_reason=settlement.reason,
+            session_status=self._status,
+            truncated=op.viewport.truncated,
+            exit_code=settlement.exit_code if settlement.by_prompt else None,
+            input_hidden=settlement.input_hidden,
+        )
+
+    def _strip_echo(self, text: str, request: SendRequest) -> str:
+        """Drop the echoed command line when it is exactly identifiable (a token saving)."""
+        line = request.text
+        if not request.submit or not line or "\n" in line or "\r" in line:
+            return text
+        if len(PROMPT) + len(line) >= self._config.cols - 1:
+            return text  # readline echoes long lines in horizontal-scroll form
+        echoed = line + "\n"
+        return text[len(echoed) :] if text.startswith(echoed) else text
+
+    async def _cancel_op(self, op: BashSendOperation) -> None:
+        task = op.write_task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if op.done.done() or self._status.kind == "exited" or self._closing:
+            return
+        with contextlib.suppress(TerminalError):
+            self._process.signal_foreground("SIGINT")
+
+    # -- read, signal, close ----------------------------------------------------------
+
+    def read(self, request: ReadRequest) -> ReadResult:
+        return self._scrollback.read(request.offset, request.count, self._config.max_read_bytes)
+
+    @property
+    def scrollback(self) -> Scrollback:
+        return self._scrollback
+
+    def complete_lines_since(self, cursor: int) -> tuple[list[str], int]:
+        """Complete lines numbered ``>= cursor`` and the next cursor (a tail that never resends)."""
+        return self._scrollback.lines_since(cursor)
+
+    async def signal(self, sig: str) -> SignalResult:
+        if self._closing:
+            raise TerminalError(f"session {self.session_id} is closing", "SESSION_CLOSED")
+        if self._status.kind == "exited":
+            raise TerminalError(f"session {self.session_id} has exited", "SESSION_EXITED")
+        pgid = self._process.signal_foreground(sig)
+        return SignalResult(delivered=True, target_pgid=pgid)
+
+    async def close(self, reason: str) -> None:
+        """Stop readiness, tear the process tree down, settle an active send as session_exit.
+
+        Raises when teardown leaves survivors; a later call retries.
+        """
+        self._closing = True
+        # Output produced by the teardown itself (a prompt after the TERM) must not settle
+        # the active send as if the command had finished.
+        if self._readiness is not None:
+            self._readiness.stop()
+        await self._process.terminate()
+        if self._status.kind == "running":
+            # The exit callback may not have run yet; the process is gone either way.
+            self._status = SessionStatus(kind="exited", exit_code=None, signal="SIGKILL")
+        op = self._op
+        if op is not None and not op.done.done():
+            op.settle(
+                SendResult(
+                    viewport=op.viewport.text(),
+                    wait_reason=WaitReason.SESSION_EXIT,
+                    session_status=self._status,
+                    truncated=op.viewport.truncated,
+                )
+            )
+        self._op = None
+
+
+def _without_prompt(text: str, settlement: Settlement) -> str:
+    if settlement.by_prompt and text.endswith(PROMPT):
+        return text[: -len(PROMPT)]
+    return text

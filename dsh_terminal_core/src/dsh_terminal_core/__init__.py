@@ -1,0 +1,23 @@
+"""dsh-terminal core: harness kernel, local PTY provider, session registry, sandbox."""
+
+from .agents import Agent
+from .cancel import Cancellation
+from .errors import DshError, InvalidArgument, TerminalError
+from .harness import Harness
+from .hookspecs import hookimpl
+from .plugins import PluginInfo
+from .tools import Tool, ToolExec, ToolResult
+
+__all__ = [
+    "Agent",
+    "Cancellation",
+    "DshError",
+    "Harness",
+    "InvalidArgument",
+    "PluginInfo",
+    "TerminalError",
+    "Tool",
+    "ToolExec",
+    "ToolResult",
+    "hookimpl",
+]

@@ -1,0 +1,133 @@
+"""Agents: owner identities with an effect scope.
+
+An :class:`Agent` is who owns sessions and jobs. Ownership compares the exact object
+(``is``), never the id string, so two agents that happen to share an id never see each
+other's terminals. Disposing an agent runs its dispose effects, newest first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+
+import attrs
+
+from .errors import DisposeError
+
+__all__ = ["Agent", "EffectScope", "Notice"]
+
+DisposeEffect = Callable[[], Awaitable[None] | None]
+
+
+class EffectScope:
+    """Dispose effects run once, newest first, awaited, with failures aggregated."""
+
+    def __init__(self, label: str) -> None:
+        self._label = label
+        self._effects: list[DisposeEffect] = []
+        self._disposed = False
+        self._disposing: asyncio.Future[None] | None = None
+
+    @property
+    def disposed(self) -> bool:
+        return self._disposed
+
+    @property
+    def disposing(self) -> bool:
+        return self._disposing is not None
+
+    def add(self, effect: DisposeEffect) -> Callable[[], None]:
+        """Register ``effect``; returns a function that removes it unrun.
+
+        Adding to a scope that is disposing or disposed raises, because the effect would
+        never run and whatever it guards would leak.
+        """
+        if self._disposing is not None:
+            raise RuntimeError(f"{self._label} is disposed; cannot add a dispose effect")
+        self._effects.append(effect)
+
+        def remove() -> None:
+            try:
+                self._effects.remove(effect)
+            except ValueError:
+                pass
+
+        return remove
+
+    async def dispose(self) -> None:
+        """Run every effect newest first; raise :class:`DisposeError` naming each failure.
+
+        A second call waits for the first and returns without running anything again.
+        """
+        if self._disposing is not None:
+            await asyncio.shield(self._disposing)
+            return
+        self._disposing = asyncio.get_running_loop().create_future()
+        errors: list[BaseException] = []
+        try:
+            while self._effects:
+                effect = self._effects.pop()
+                try:
+                    outcome = effect()
+                    if inspect.isawaitable(outcome):
+                        await outcome
+                except Exception as exc:  # noqa: BLE001 - aggregated below
+                    errors.append(exc)
+        finally:
+            self._disposed = True
+            self._disposing.set_result(None)
+        if errors:
+            raise DisposeError(f"disposing {self._label} failed", errors)
+
+
+@attrs.frozen(kw_only=True)
+class Notice:
+    """Something that happened for an agent outside its current call (e.g. a job ended)."""
+
+    kind: str
+    text: str
+    data: dict[str, object] = attrs.field(factory=dict)
+
+
+class Agent:
+    """An owner identity. Compare with ``is``; ``id`` is only a label."""
+
+    __slots__ = ("id", "_notices", "_scope", "__weakref__")
+
+    def __init__(self, agent_id: str) -> None:
+        self.id = agent_id
+        self._scope = EffectScope(f"agent {agent_id!r}")
+        self._notices: list[Notice] = []
+
+    def __repr__(self) -> str:
+        return f"<Agent {self.id!r} at {id(self):#x}>"
+
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    @property
+    def live(self) -> bool:
+        """True until disposal starts."""
+        return not self._scope.disposing
+
+    @property
+    def disposed(self) -> bool:
+        return self._scope.disposed
+
+    def on_dispose(self, effect: DisposeEffect) -> Callable[[], None]:
+        """Run ``effect`` when this agent is disposed; returns a remover."""
+        return self._scope.add(effect)
+
+    async def dispose(self) -> None:
+        """Run every dispose effect (newest first); harmless to call twice."""
+        await self._scope.dispose()
+
+    def notify(self, notice: Notice) -> None:
+        """Queue a notice for this agent's next turn."""
+        self._notices.append(notice)
+
+    def drain_notices(self) -> list[Notice]:
+        """Return and clear the queued notices, oldest first."""
+        notices, self._notices = self._notices, []
+        return notices

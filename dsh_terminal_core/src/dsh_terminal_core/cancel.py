@@ -1,0 +1,76 @@
+"""Cancellation tokens passed from callers down to sessions.
+
+A :class:`Cancellation` is the Python counterpart of an abort signal: the caller owns it,
+may cancel it with a reason, and every operation that received it stops and re-raises
+that exact reason. asyncio task cancellation still works alongside it; the token exists
+so a reason survives layers that roll back work before giving up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from .errors import OperationCancelled
+
+__all__ = ["Cancellation"]
+
+
+class Cancellation:
+    """A one-shot cancellation signal carrying the reason the caller gave."""
+
+    def __init__(self) -> None:
+        self._reason: BaseException | None = None
+        self._callbacks: list[Callable[[BaseException], None]] = []
+        self._event: asyncio.Event | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._reason is not None
+
+    @property
+    def reason(self) -> BaseException | None:
+        return self._reason
+
+    def cancel(self, reason: BaseException | None = None) -> None:
+        """Cancel with ``reason`` (default :class:`OperationCancelled`); later calls are ignored."""
+        if self._reason is not None:
+            return
+        self._reason = reason if reason is not None else OperationCancelled("operation cancelled")
+        if self._event is not None:
+            self._event.set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback(self._reason)
+
+    def raise_if_cancelled(self) -> None:
+        """Raise the caller's reason if this token was cancelled."""
+        if self._reason is not None:
+            raise self._reason
+
+    def on_cancel(self, callback: Callable[[BaseException], None]) -> Callable[[], None]:
+        """Call ``callback(reason)`` once on cancellation (at once if already cancelled).
+
+        Returns a function that unregisters the callback.
+        """
+        if self._reason is not None:
+            callback(self._reason)
+            return lambda: None
+        self._callbacks.append(callback)
+
+        def remove() -> None:
+            try:
+                self._callbacks.remove(callback)
+            except ValueError:
+                pass
+
+        return remove
+
+    async def wait(self) -> BaseException:
+        """Wait until cancelled; return the reason."""
+        if self._reason is None:
+            if self._event is None:
+                self._event = asyncio.Event()
+            await self._event.wait()
+        assert self._reason is not None
+        return self._reason

@@ -1,0 +1,84 @@
+"""The ``dsh-terminal`` command: ``plugins``, ``demo`` and ``mcp``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Sequence
+
+import attrs
+
+from .errors import DshError
+from .harness import Harness
+
+__all__ = ["main"]
+
+
+async def _plugins_report() -> str:
+    async with Harness() as harness:
+        by_plugin: dict[str | None, list[str]] = {}
+        for name in harness.ctx.tools.names():
+            by_plugin.setdefault(harness.ctx.tools.get(name).plugin, []).append(name)
+        lines = [f"{len(harness.plugins)} plugins loaded (entry-point group 'dsh.plugins'):", ""]
+        for plugin in harness.plugins:
+            info = plugin.info
+            lines.append(f"{info.name}  —  {info.description}")
+            lines.append(f"  from:     {plugin.source}")
+            lines.append(f"  provides: {', '.join(info.provides) or '-'}")
+            injects = list(info.inject) + [f"{k} (optional)" for k in info.optional_inject]
+            lines.append(f"  injects:  {', '.join(injects) or '-'}")
+            if info.config is not None:
+                keys = ", ".join(f"{a.name}={a.default!r}" for a in attrs.fields(info.config))
+                lines.append(f"  config:   {keys}")
+            lines.append(f"  tools:    {', '.join(by_plugin.get(info.name, [])) or '-'}")
+            lines.append("")
+        lines.append("harness built-ins: ctx.tools, ctx.system_prompt")
+        return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="dsh-terminal", description="Persistent PTY terminals for AI agents."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("plugins", help="list discovered plugins, what they provide and their tools")
+    demo = commands.add_parser("demo", help="a narrated tour of the terminal tools on this machine")
+    demo.add_argument(
+        "--sandbox",
+        choices=["auto", "read-only", "workspace-write", "danger-full-access"],
+        default="auto",
+        help="sandbox mode (auto: workspace-write when bubblewrap works, else danger-full-access, said aloud)",
+    )
+    mcp = commands.add_parser("mcp", help="serve every tool over MCP on stdio")
+    mcp.add_argument("--config", help="JSON file with plugin config sections")
+    mcp.add_argument(
+        "--sandbox",
+        choices=["read-only", "workspace-write", "danger-full-access"],
+        help="sandbox mode for the connection's agent (env DSH_SANDBOX_MODE)",
+    )
+    mcp.add_argument("--workspace", help="workspace root (env DSH_WORKSPACE_ROOT; default: cwd)")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command == "plugins":
+            print(asyncio.run(_plugins_report()))
+            return 0
+        if args.command == "demo":
+            from .demo import run_demo
+
+            return asyncio.run(run_demo(args.sandbox))
+        if args.command == "mcp":
+            from .mcp_server import serve
+
+            return serve(config_path=args.config, sandbox=args.sandbox, workspace=args.workspace)
+    except DshError as exc:
+        print(f"dsh-terminal: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

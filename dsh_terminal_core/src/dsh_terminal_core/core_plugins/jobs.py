@@ -1,0 +1,34 @@
+"""Plugin ``jobs``: background jobs as ``ctx.jobs`` plus ``job_output`` and ``job_kill``."""
+
+from __future__ import annotations
+
+import attrs
+
+from ..config import positive_int
+from ..containers import JobsContainer
+from ..context import Context
+from ..hookspecs import hookimpl
+from ..job_tools import job_tools
+from ..plugins import PluginInfo
+
+
+@attrs.frozen(kw_only=True)
+class Config:
+    max_output_bytes: int = attrs.field(default=262144, validator=positive_int)
+
+
+@hookimpl
+def dsh_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        name="jobs",
+        description="Owner-scoped background jobs with incremental output.",
+        provides=("jobs",),
+        config=Config,
+        container=JobsContainer,
+    )
+
+
+@hookimpl
+def dsh_apply(ctx: Context, config: Config) -> None:
+    for tool in job_tools(lambda: ctx.jobs, config.max_output_bytes):
+        ctx.tools.register(tool)

@@ -1,0 +1,209 @@
+"""``dsh-terminal demo``: a narrated tour of the terminal tools on this machine.
+
+Every step is a real tool call through the harness, printed with the model-facing text
+it returned. The tour ends by proving that no process it started is still alive.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import textwrap
+import time
+from typing import Any
+
+import psutil
+
+from .agents import Agent
+from .harness import Harness
+from .sandbox.bwrap import BwrapConfig, BwrapSandbox
+
+__all__ = ["run_demo"]
+
+REQUIRED_TOOLS = ("terminal_open", "terminal_send", "job_output", "pty_open")
+
+
+class DemoFailed(Exception):
+    """A step did not behave as the tour expects; the message says which."""
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _indent(text: str, head: int = 8, tail: int = 4) -> str:
+    """Indent a tool result for the reader, eliding the middle of long ones."""
+    lines = (text.rstrip("\n") or "(empty)").split("\n")
+    if len(lines) > head + tail + 1:
+        lines = [*lines[:head], f"… ({len(lines) - head - tail} more lines) …", *lines[-tail:]]
+    return textwrap.indent("\n".join(lines), "    │ ")
+
+
+def _choose_mode(requested: str) -> tuple[str, str]:
+    if requested != "auto":
+        return requested, "chosen with --sandbox"
+    sandbox = BwrapSandbox(BwrapConfig())
+    if sandbox.available():
+        return "workspace-write", "bubblewrap works here, so shells may write only the workspace and /tmp"
+    return (
+        "danger-full-access",
+        f"bubblewrap is not usable ({sandbox.unavailable_reason}); the demo runs unconfined "
+        "and says so — install bubblewrap for the confined modes",
+    )
+
+
+class Tour:
+    def __init__(self, harness: Harness, agent: Agent) -> None:
+        self.harness = harness
+        self.agent = agent
+        self.pids: set[tuple[int, float]] = set()
+        self.step = 0
+
+    async def call(self, name: str, args: dict[str, Any], *, expect_error: bool = False) -> Any:
+        shown = ", ".join(f"{k}={v!r}" for k, v in args.items())
+        _say(f"  → {name}({shown})")
+        result = await self.harness.call_tool(self.agent, name, args)
+        _say(_indent(result.text))
+        if result.is_error and not expect_error:
+            raise DemoFailed(f"{name} failed: {result.text}")
+        self._note_processes(result.value)
+        return result.value
+
+    def _note_processes(self, value: Any) -> None:
+        if not isinstance(value, dict) or "pid" not in value:
+            return
+        try:
+            root = psutil.Process(value["pid"])
+            for proc in [root, *root.children(recursive=True)]:
+                self.pids.add((proc.pid, proc.create_time()))
+        except psutil.Error:
+            pass
+
+    def section(self, title: str) -> None:
+        self.step += 1
+        _say()
+        _say(f"{self.step}. {title}")
+
+    def expect(self, condition: bool, what: str) -> None:
+        if not condition:
+            raise DemoFailed(what)
+        _say(f"    ✓ {what}")
+
+
+async def _tour(tour: Tour, workspace: str) -> None:
+    tour.section("Open a persistent bash session")
+    opened = await tour.call("terminal_open", {"type": "shell", "name": "demo"})
+    sid = opened["sessionId"]
+
+    tour.section("State persists across sends: cwd and an exported variable")
+    await tour.call("terminal_send", {"sessionId": sid, "text": "mkdir -p project && cd project && export DEMO_GREETING='hello from the demo'"})
+    value = await tour.call("terminal_send", {"sessionId": sid, "text": 'pwd; echo "$DEMO_GREETING"'})
+    tour.expect(os.path.join(workspace, "project") in value["viewport"], "the cwd survived to the next send")
+    tour.expect("hello from the demo" in value["viewport"], "the exported variable survived too")
+    tour.expect(value["waitReason"] == "stdin_read", "settled on the prompt (stdin_read), not on silence")
+
+    tour.section("Exit codes come back with the prompt")
+    value = await tour.call("terminal_send", {"sessionId": sid, "text": "false"})
+    tour.expect(value["exitCode"] == 1, "`false` reports exit code 1")
+
+    tour.section("Drive a Python REPL; its variables live between sends")
+    value = await tour.call("terminal_send", {"sessionId": sid, "text": "python3 -q -i"})
+    tour.expect(value["waitReason"] == "stdin_read", "the REPL's read was detected exactly (stdin_read)")
+    await tour.call("terminal_send", {"sessionId": sid, "text": "answer = 6 * 7"})
+    started = time.perf_counter()
+    value = await tour.call("terminal_send", {"sessionId": sid, "text": "answer + 0.5"})
+    took = (time.perf_counter() - started) * 1000
+    tour.expect("42.5" in value["viewport"], f"the REPL kept `answer` (round trip {took:.0f} ms)")
+    await tour.call("terminal_send", {"sessionId": sid, "text": "exit()"})
+
+    tour.section("Interrupt a long command with SIGINT")
+    value = await tour.call("terminal_send", {"sessionId": sid, "text": "sleep 30", "run_in_background": True})
+    job = value["jobId"]
+    # Give bash a moment to read the line and start sleep, as a person would before Ctrl-C.
+    value = await tour.call("job_output", {"jobId": job, "wait": True, "timeoutMs": 300})
+    tour.expect(value["status"] == "running", "sleep is running in the background")
+    await tour.call("terminal_signal", {"sessionId": sid, "signal": "SIGINT"})
+    value = await tour.call("job_output", {"jobId": job, "wait": True, "timeoutMs": 10000})
+    tour.expect(value["status"] != "running" and "exit code 130" in value.get("result", ""), "sleep was interrupted (exit code 130)")
+
+    tour.section("A background send, collected with job_output")
+    value = await tour.call("terminal_send", {"sessionId": sid, "text": "for i in 1 2 3; do echo tick $i; sleep 0.3; done", "run_in_background": True})
+    value = await tour.call("job_output", {"jobId": value["jobId"], "wait": True, "timeoutMs": 10000})
+    tour.expect("tick 3" in value["output"] and value["status"] == "completed", "all three ticks were collected")
+
+    tour.section("Page through the scrollback")
+    await tour.call("terminal_send", {"sessionId": sid, "text": "seq 1 1000"})
+    value = await tour.call("terminal_read", {"sessionId": sid, "offset": 100, "count": 5})
+    tour.expect(value["lineEnd"] - value["lineBegin"] == 5, "terminal_read returned exactly the 5 lines asked for")
+
+    tour.section("List sessions")
+    value = await tour.call("terminal_list", {})
+    tour.expect(len(value["sessions"]) == 1, "one session is open")
+
+    tour.section("A protocol-free pty_open session, read with pty_tail")
+    value = await tour.call("pty_open", {"command": "for n in one two three; do echo \"line $n\"; done", "env": {"DEMO": "it's $quoted"}})
+    pty_id = value["sessionId"]
+    value = await tour.call("pty_send", {"id": pty_id, "data": 'echo "$DEMO"'})
+    value = await tour.call("pty_tail", {"id": pty_id})
+    tour.expect("line three" in value["text"] and "it's $quoted" in value["text"], "the tail holds the new lines, env exported exactly")
+    value = await tour.call("pty_tail", {"id": pty_id})
+    tour.expect(value["lines"] == 0, "a second tail resends nothing")
+
+    tour.section("Close everything")
+    await tour.call("pty_close", {"id": pty_id})
+    await tour.call("terminal_close", {"sessionId": sid})
+    value = await tour.call("terminal_close", {"sessionId": sid}, expect_error=True)
+
+
+def _survivors(pids: set[tuple[int, float]]) -> list[int]:
+    alive = []
+    for pid, started in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+        except psutil.Error:
+            continue
+    return alive
+
+
+async def run_demo(sandbox: str = "auto") -> int:
+    """Run the tour; 0 on success, 1 with a clear message otherwise."""
+    if shutil.which("bash") is None or not os.path.exists("/bin/bash"):
+        print("dsh-terminal demo: /bin/bash is required and was not found", file=sys.stderr)
+        return 1
+    mode, why = _choose_mode(sandbox)
+    workspace = os.path.realpath(tempfile.mkdtemp(prefix="dsh-demo-"))
+    _say("dsh-terminal demo — persistent PTY terminals for agents")
+    _say(f"sandbox: {mode} ({why})")
+    _say(f"workspace: {workspace} (a scratch directory, removed at the end)")
+    config = {"sandbox-policy": {"mode": mode, "workspace_root": workspace}}
+    tour: Tour | None = None
+    try:
+        async with Harness(config=config) as harness:
+            _say(f"plugins: {', '.join(p.name for p in harness.plugins)}")
+            missing = [t for t in REQUIRED_TOOLS if t not in harness.ctx.tools.names()]
+            if missing:
+                print(
+                    f"dsh-terminal demo: tools {missing} are not installed; install "
+                    "dsh-tool-terminal and dsh-pty-session",
+                    file=sys.stderr,
+                )
+                return 1
+            tour = Tour(harness, harness.create_agent("demo-agent"))
+            await _tour(tour, workspace)
+            await tour.agent.dispose()
+        survivors = _survivors(tour.pids)
+        _say()
+        if survivors:
+            print(f"dsh-terminal demo: processes still alive after close: {survivors}", file=sys.stderr)
+            return 1
+        _say(f"✓ all {len(tour.pids)} processes the demo started are gone; nothing left running")
+        return 0
+    except DemoFailed as exc:
+        print(f"\ndsh-terminal demo: FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(workspace, ignore_errors=True)

@@ -1,0 +1,52 @@
+"""Byte caps for model-facing text.
+
+Every text a model sees is bounded in UTF-8 bytes. Metadata (a status line, an id) is
+kept whole; the body is cut on a code point boundary and a marker says how much was
+dropped. When even the metadata does not fit, the whole text is cut as a last resort.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .textbounds import utf8_head, utf8_tail
+
+__all__ = ["cap_text"]
+
+MIN_CAP_BYTES = 64
+
+
+def cap_text(
+    text: str,
+    max_bytes: int,
+    *,
+    prefix: str = "",
+    suffix: str = "",
+    keep: Literal["head", "tail"] = "head",
+) -> str:
+    """Return ``prefix + body + suffix`` within ``max_bytes`` UTF-8 bytes.
+
+    ``text`` is the body. ``keep="tail"`` keeps the end of the body (recent terminal
+    output), ``"head"`` its start. The marker ``[... N bytes truncated ...]`` replaces what
+    was cut. Guarantees ``len(result.encode()) <= max_bytes`` and valid code points.
+    """
+    whole = prefix + text + suffix
+    size = len(whole.encode("utf-8", "surrogatepass"))
+    if size <= max_bytes:
+        return whole
+    fixed = len(prefix.encode("utf-8", "surrogatepass")) + len(suffix.encode("utf-8", "surrogatepass"))
+    body_bytes = len(text.encode("utf-8", "surrogatepass"))
+    # The marker's own length depends on the count it reports; size it for the worst case.
+    marker_room = len(f"[... {body_bytes} bytes truncated ...]\n".encode())
+    budget = max_bytes - fixed - marker_room
+    if budget >= 0:
+        if keep == "tail":
+            kept, _ = utf8_tail(text, budget)
+            dropped = body_bytes - len(kept.encode("utf-8", "surrogatepass"))
+            return f"{prefix}[... {dropped} bytes truncated ...]\n{kept}{suffix}"
+        kept, _ = utf8_head(text, budget)
+        dropped = body_bytes - len(kept.encode("utf-8", "surrogatepass"))
+        return f"{prefix}{kept}\n[... {dropped} bytes truncated ...]{suffix}"
+    # Metadata alone overflows: keep the start of everything, which holds ids and status.
+    kept, _ = utf8_head(whole, max_bytes)
+    return kept

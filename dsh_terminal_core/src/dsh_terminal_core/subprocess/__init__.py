@@ -1,0 +1,51 @@
+"""The terminal-process provider (``ctx.subprocess``): local PTY children, owned end to end.
+
+Backends import from here; the modules behind it are private.
+"""
+
+from .env import child_environment, is_scrubbed_name
+from .hostexit import kill_all_sync
+from .inspector import StdinProbe, TerminalIdentity
+from .process_table import (
+    ProcessIdentity,
+    ProcessInfo,
+    ProcessTable,
+    ProcfsProcessTable,
+    PsutilProcessTable,
+    default_process_table,
+)
+from .teardown import ShellControl, TreeReaper
+from .terminal import FOREGROUND_SIGNALS, LocalTerminalProcess, LocalTerminalProvider
+from .types import (
+    ExitStatus,
+    Foreground,
+    OutputHandler,
+    TerminalProcess,
+    TerminalProvider,
+    TerminalSpawnSpec,
+)
+
+__all__ = [
+    "FOREGROUND_SIGNALS",
+    "ExitStatus",
+    "Foreground",
+    "LocalTerminalProcess",
+    "LocalTerminalProvider",
+    "OutputHandler",
+    "ProcessIdentity",
+    "ProcessInfo",
+    "ProcessTable",
+    "ProcfsProcessTable",
+    "PsutilProcessTable",
+    "ShellControl",
+    "StdinProbe",
+    "TerminalIdentity",
+    "TerminalProcess",
+    "TerminalProvider",
+    "TerminalSpawnSpec",
+    "TreeReaper",
+    "child_environment",
+    "default_process_table",
+    "is_scrubbed_name",
+    "kill_all_sync",
+]

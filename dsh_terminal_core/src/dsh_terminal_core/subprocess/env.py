@@ -1,0 +1,45 @@
+"""The environment a terminal child starts with.
+
+A model drives the terminal and can print anything it finds there, so the host's
+credentials must not leak into it: every name that looks like a credential is dropped,
+and so is every ``DSH_*`` name, because those carry the host's own session markers and a
+nested session must get fresh ones from its backend, never inherit a parent's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+__all__ = ["child_environment", "is_scrubbed_name"]
+
+_CREDENTIAL_SHAPED = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
+_HOST_PREFIX = "DSH_"
+
+
+def is_scrubbed_name(name: str) -> bool:
+    """Return True if ``name`` is never inherited from the host environment.
+
+    Credential-shaped names match case-insensitively anywhere in the name
+    (``aws_secret_access_key``, ``GITHUB_TOKEN``, ``PGPASSWORD``); host markers are the
+    names that start with ``DSH_`` exactly as written.
+    """
+    return name.startswith(_HOST_PREFIX) or _CREDENTIAL_SHAPED.search(name) is not None
+
+
+def child_environment(
+    overrides: Mapping[str, str] | None = None,
+    base: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Build a child environment: ``base`` (default ``os.environ``) scrubbed, then overrides.
+
+    Overrides are applied after scrubbing and are never filtered: a backend that sets
+    ``DSH_SHELL=1`` or a caller that deliberately passes a token gets exactly what it asked
+    for. The result is a fresh dict the caller may mutate.
+    """
+    source = os.environ if base is None else base
+    env = {name: value for name, value in source.items() if not is_scrubbed_name(name)}
+    if overrides:
+        env.update(overrides)
+    return env

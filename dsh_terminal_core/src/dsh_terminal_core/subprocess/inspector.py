@@ -1,0 +1,77 @@
+"""The platform-neutral face of the exact stdin-wait probe.
+
+A probe answers one question: is this process (or some process of this group) blocked
+reading the session's terminal right now? Linux answers it exactly from ``/proc``;
+every other platform answers False, which the bash backend's readiness ladder treats as
+"no evidence" and falls back to its prompt-stability and silence tiers.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Protocol
+
+import attrs
+
+__all__ = ["NullStdinProbe", "StdinProbe", "TerminalIdentity", "default_stdin_probe"]
+
+
+@attrs.frozen(kw_only=True)
+class TerminalIdentity:
+    """The PTY slave as a file: ``(device, inode)`` is exact, ``path`` is for messages.
+
+    A descriptor whose target has this device and inode is the session's terminal. One
+    opened through ``/dev/tty`` points at the ``/dev/tty`` node instead and reaches the
+    slave through the opener's controlling terminal, which ``rdev`` identifies.
+    """
+
+    device: int
+    inode: int
+    rdev: int
+    path: str
+
+
+class StdinProbe(Protocol):
+    """Answers whether processes are blocked reading a given terminal."""
+
+    def terminal_of(self, master_fd: int) -> TerminalIdentity | None:
+        """Identify the slave of ``master_fd``; None where it cannot be determined."""
+        ...
+
+    def process_reading(self, pid: int, terminal: TerminalIdentity) -> bool:
+        """Return True only if some thread of ``pid`` is blocked reading ``terminal``."""
+        ...
+
+    def group_wait(self, pgid: int, terminal: TerminalIdentity) -> int | None:
+        """Return a wake count if some member of group ``pgid`` is reading ``terminal``.
+
+        None means no member is known to be reading. The count is the summed voluntary
+        context switches of the waiting threads of the first member found waiting (the
+        group leader is looked at first): if it moves between two looks at the same
+        waiting group, the group woke up and went back to waiting in between.
+        """
+        ...
+
+
+class NullStdinProbe:
+    """The probe for platforms without one: never claims a process is reading."""
+
+    def terminal_of(self, master_fd: int) -> TerminalIdentity | None:
+        return None
+
+    def process_reading(self, pid: int, terminal: TerminalIdentity) -> bool:
+        return False
+
+    def group_wait(self, pgid: int, terminal: TerminalIdentity) -> int | None:
+        return None
+
+
+def default_stdin_probe() -> StdinProbe:
+    """Return the exact probe on Linux and the always-False probe elsewhere."""
+    if sys.platform.startswith("linux"):
+        from .inspector_linux import LinuxStdinProbe
+
+        return LinuxStdinProbe()
+    from .inspector_macos import MacStdinProbe
+
+    return MacStdinProbe()

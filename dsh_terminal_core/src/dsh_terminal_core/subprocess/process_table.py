@@ -1,0 +1,224 @@
+"""The process table as teardown sees it: identities, snapshots and checked signals.
+
+A pid alone names a process only until it is reused, so teardown works on
+:class:`ProcessIdentity` — ``(pid, create_time)`` — and every signal re-checks that the
+pid still carries the same start time. The table is a protocol so tests can stage what a
+real OS cannot stage on demand: pid reuse, zombies that are never reaped, children forked
+at an exact moment.
+
+On Linux the default table reads ``/proc`` directly and uses the kernel's start time
+(seconds after boot). psutil's ``create_time`` adds the boot time, which Linux derives
+from the wall clock at each read: an NTP step between two reads would make one process
+look like two. Elsewhere psutil's ``create_time`` is recorded at creation and is stable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Protocol
+
+import attrs
+import psutil
+
+from .procfs import PROC, iter_pids, read_stat
+
+__all__ = [
+    "ProcessIdentity",
+    "ProcessInfo",
+    "ProcessTable",
+    "ProcfsProcessTable",
+    "PsutilProcessTable",
+    "default_process_table",
+]
+
+
+@attrs.frozen
+class ProcessIdentity:
+    """One process, not just one pid: the pid plus its start time."""
+
+    pid: int
+    create_time: float
+
+
+@attrs.frozen(kw_only=True)
+class ProcessInfo:
+    """One row of a process table snapshot."""
+
+    pid: int
+    ppid: int
+    sid: int
+    create_time: float
+    zombie: bool
+
+    @property
+    def identity(self) -> ProcessIdentity:
+        return ProcessIdentity(self.pid, self.create_time)
+
+
+class ProcessTable(Protocol):
+    """Read the process table and signal processes by identity."""
+
+    def snapshot(self) -> Sequence[ProcessInfo]:
+        """Return every process visible now; rows that vanish mid-scan are skipped."""
+        ...
+
+    def lookup(self, pid: int) -> ProcessInfo | None:
+        """Return the process now holding ``pid``, or None if there is none."""
+        ...
+
+    def send_signal(self, identity: ProcessIdentity, signum: int) -> bool:
+        """Signal ``identity`` if ``identity.pid`` still carries its start time.
+
+        Returns True if the signal was delivered, False if the process is gone or the pid
+        now belongs to another process. Never signals a process with another identity.
+        """
+        ...
+
+    def ignores(self, identity: ProcessIdentity, signum: int) -> bool | None:
+        """Return whether ``identity`` has ``signum`` set to SIG_IGN; None if unknown.
+
+        Teardown uses it only to decide whether a second polite signal is worth sending.
+        """
+        ...
+
+
+class _CheckedSignals:
+    """Identity-checked signalling shared by the real tables.
+
+    With a pidfd the process is pinned before its identity is checked, so the signal can
+    only reach the process that was checked; without one (old kernels, macOS) there is the
+    usual small window between the check and ``kill``.
+    """
+
+    def lookup(self, pid: int) -> ProcessInfo | None:
+        raise NotImplementedError
+
+    def ignores(self, identity: ProcessIdentity, signum: int) -> bool | None:
+        return None  # psutil does not expose signal dispositions
+
+    def send_signal(self, identity: ProcessIdentity, signum: int) -> bool:
+        pidfd = _open_pidfd(identity.pid)
+        try:
+            current = self.lookup(identity.pid)
+            if current is None or current.create_time != identity.create_time:
+                return False
+            try:
+                if pidfd is not None:
+                    signal.pidfd_send_signal(pidfd, signum)
+                else:
+                    os.kill(identity.pid, signum)
+            except ProcessLookupError:
+                return False
+            return True
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
+
+
+class ProcfsProcessTable(_CheckedSignals):
+    """The Linux table: one read of ``/proc/<pid>/stat`` per process, clock-step proof."""
+
+    def __init__(self, proc: str = PROC) -> None:
+        self._proc = proc
+        self._ticks = float(os.sysconf("SC_CLK_TCK"))
+
+    def snapshot(self) -> Sequence[ProcessInfo]:
+        rows: list[ProcessInfo] = []
+        for pid in iter_pids(self._proc):
+            row = self.lookup(pid)
+            if row is not None:
+                rows.append(row)
+        return rows
+
+    def ignores(self, identity: ProcessIdentity, signum: int) -> bool | None:
+        try:
+            with open(f"{self._proc}/{identity.pid}/status", "rb") as handle:
+                status = handle.read()
+        except OSError:
+            return None
+        # Read first, check after: identity is never regained, so a match proves the
+        # status belonged to this very process.
+        current = self.lookup(identity.pid)
+        if current is None or current.create_time != identity.create_time:
+            return None
+        for line in status.splitlines():
+            if line.startswith(b"SigIgn:"):
+                try:
+                    mask = int(line.split(b":", 1)[1], 16)
+                except ValueError:
+                    return None
+                return bool(mask >> (signum - 1) & 1)
+        return None
+
+    def lookup(self, pid: int) -> ProcessInfo | None:
+        stat = read_stat(pid, self._proc)
+        if stat is None:
+            return None
+        return ProcessInfo(
+            pid=pid,
+            ppid=stat.ppid,
+            sid=stat.session,
+            create_time=stat.starttime / self._ticks,
+            zombie=stat.state in ("Z", "X"),
+        )
+
+
+class PsutilProcessTable(_CheckedSignals):
+    """The portable table, read through psutil (the default where ``/proc`` is absent)."""
+
+    def snapshot(self) -> Sequence[ProcessInfo]:
+        rows: list[ProcessInfo] = []
+        for proc in psutil.process_iter():
+            info = self._describe(proc)
+            if info is not None:
+                rows.append(info)
+        return rows
+
+    def lookup(self, pid: int) -> ProcessInfo | None:
+        try:
+            proc = psutil.Process(pid)
+        except (psutil.Error, ValueError):
+            return None
+        return self._describe(proc)
+
+    @staticmethod
+    def _describe(proc: psutil.Process) -> ProcessInfo | None:
+        try:
+            with proc.oneshot():
+                return ProcessInfo(
+                    pid=proc.pid,
+                    ppid=proc.ppid(),
+                    sid=_session_of(proc.pid),
+                    create_time=proc.create_time(),
+                    zombie=proc.status() == psutil.STATUS_ZOMBIE,
+                )
+        except psutil.Error:
+            return None
+
+
+def default_process_table() -> ProcessTable:
+    """Return the ``/proc`` table on Linux and the psutil table elsewhere."""
+    if sys.platform.startswith("linux") and os.path.isdir(f"{PROC}/self"):
+        return ProcfsProcessTable()
+    return PsutilProcessTable()
+
+
+def _session_of(pid: int) -> int:
+    try:
+        return os.getsid(pid)
+    except OSError:
+        return -1
+
+
+def _open_pidfd(pid: int) -> int | None:
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    with contextlib.suppress(OSError):
+        fd: int = opener(pid)
+        return fd
+    return None

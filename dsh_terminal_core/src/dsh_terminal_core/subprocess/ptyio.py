@@ -1,0 +1,209 @@
+"""Byte transport over a non-blocking PTY master, driven by the event loop.
+
+Output: the loop calls us when the master is readable; we read big chunks until the
+kernel has nothing more and hand each chunk to the output handler (or buffer it until one
+is set). Reading stops for good at EIO/EOF — Linux reports EIO once every slave
+descriptor is closed, and a master left registered would then be "readable" forever.
+
+Input: a PTY accepts only a few KB while the program on it is not reading, so a write is
+done in pieces: ``os.write`` takes what fits, and on EAGAIN we wait for writability with a
+loop writer callback. Writers are serialised so two sends never interleave; a cancelled
+write drops the rest of its data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import fcntl
+import os
+import struct
+import termios
+
+from ..errors import TerminalError
+from .types import OutputHandler
+
+__all__ = ["PtyChannel"]
+
+READ_CHUNK = 64 * 1024
+_READS_PER_WAKEUP = 16  # bounds one callback so other sessions get their turn
+DRAIN_LIMIT = 8 * 1024 * 1024  # a descendant that never stops writing cannot stall exit
+
+
+class PtyChannel:
+    """Reads and writes one PTY master; owns and eventually closes the descriptor."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, master_fd: int) -> None:
+        self._loop = loop
+        self._fd: int | None = master_fd
+        self._handler: OutputHandler | None = None
+        self._pending: list[bytes] = []
+        self._reading = False
+        self._eof = False
+        self._write_lock = asyncio.Lock()
+        self._write_waiter: asyncio.Future[None] | None = None
+
+    @property
+    def fd(self) -> int | None:
+        """The master descriptor, or None once closed."""
+        return self._fd
+
+    @property
+    def eof(self) -> bool:
+        """True once the master reported EIO/EOF: no slave descriptor is open any more."""
+        return self._eof
+
+    def start(self) -> None:
+        """Start delivering output; call once, on the loop's thread."""
+        if self._fd is not None and not self._reading and not self._eof:
+            self._loop.add_reader(self._fd, self._on_readable)
+            self._reading = True
+
+    def set_handler(self, handler: OutputHandler | None) -> None:
+        """Deliver output to ``handler``; output buffered so far is flushed to it first.
+
+        The flush happens synchronously, inside this call, as one joined chunk. ``None``
+        detaches the handler; output is then buffered again.
+        """
+        self._handler = handler
+        if handler is not None and self._pending:
+            buffered = b"".join(self._pending)
+            self._pending.clear()
+            self._deliver(buffered)
+
+    def pending(self) -> int:
+        """Bytes not yet handed to a handler: buffered here plus queued on the master.
+
+        The kernel count (``FIONREAD``) covers what a read would return now; bytes still
+        in flight inside the PTY layer are not counted.
+        """
+        buffered = sum(len(chunk) for chunk in self._pending)
+        fd = self._fd
+        if fd is None or self._eof:
+            return buffered
+        try:
+            raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+        except OSError:
+            return buffered
+        return buffered + int(struct.unpack("i", raw)[0])
+
+    def drain(self, limit: int = DRAIN_LIMIT) -> None:
+        """Read and deliver what is readable now, up to ``limit`` bytes; never blocks."""
+        taken = 0
+        while self._fd is not None and not self._eof and taken < limit:
+            chunk = self._read_once()
+            if not chunk:
+                return
+            taken += len(chunk)
+
+    async def write(self, data: bytes) -> None:
+        """Write all of ``data``, waiting for the reader to make room; never blocks the loop.
+
+        Raises:
+            TerminalError: ``TERMINAL_CLOSED`` if the master is closed or the slave side
+                is gone before everything was written.
+            asyncio.CancelledError: the unwritten remainder is dropped.
+        """
+        async with self._write_lock:
+            view = memoryview(data)
+            while view:
+                fd = self._require_fd()
+                try:
+                    written = os.write(fd, view)
+                except BlockingIOError:
+                    written = 0
+                except OSError as exc:
+                    raise TerminalError(
+                        f"cannot write to the terminal: {exc.strerror}", "TERMINAL_CLOSED"
+                    ) from exc
+                if written:
+                    view = view[written:]
+                else:
+                    await self._writable(fd)
+
+    def resize(self, rows: int, cols: int) -> None:
+        """Set the window size; the kernel sends SIGWINCH to the foreground group."""
+        fd = self._require_fd()
+        try:
+            termios.tcsetwinsize(fd, (rows, cols))
+        except (OSError, termios.error) as exc:
+            raise TerminalError(f"cannot resize the terminal: {exc}", "TERMINAL_CLOSED") from exc
+
+    def close(self) -> None:
+        """Stop reading, fail a pending write and close the master; idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        self._stop_reading(fd)
+        waiter, self._write_waiter = self._write_waiter, None
+        if waiter is not None and not waiter.done():
+            with contextlib.suppress(Exception):
+                self._loop.remove_writer(fd)
+            waiter.set_exception(TerminalError("the terminal was closed", "TERMINAL_CLOSED"))
+        os.close(fd)
+
+    def _require_fd(self) -> int:
+        if self._fd is None:
+            raise TerminalError("the terminal is closed", "TERMINAL_CLOSED")
+        return self._fd
+
+    async def _writable(self, fd: int) -> None:
+        waiter: asyncio.Future[None] = self._loop.create_future()
+        self._write_waiter = waiter
+        self._loop.add_writer(fd, _wake, waiter)
+        try:
+            await waiter
+        finally:
+            if self._write_waiter is waiter:
+                self._write_waiter = None
+                self._loop.remove_writer(fd)
+
+    def _on_readable(self) -> None:
+        for _ in range(_READS_PER_WAKEUP):
+            if not self._read_once():
+                return
+
+    def _read_once(self) -> bytes:
+        """Read one chunk and deliver it; b"" when nothing is readable or reading ended."""
+        fd = self._fd
+        if fd is None or self._eof:
+            return b""
+        try:
+            chunk = os.read(fd, READ_CHUNK)
+        except BlockingIOError:
+            return b""
+        except OSError as exc:
+            if exc.errno not in (errno.EIO, errno.EBADF):
+                self._loop.call_exception_handler(
+                    {"message": "unexpected error reading a PTY master", "exception": exc}
+                )
+            chunk = b""
+        if not chunk:
+            self._eof = True
+            self._stop_reading(fd)
+            return b""
+        self._deliver(chunk)
+        return chunk
+
+    def _stop_reading(self, fd: int) -> None:
+        if self._reading:
+            self._reading = False
+            self._loop.remove_reader(fd)
+
+    def _deliver(self, chunk: bytes) -> None:
+        handler = self._handler
+        if handler is None:
+            self._pending.append(chunk)
+            return
+        try:
+            handler(chunk)
+        except Exception as exc:  # a consumer bug must not stop the terminal's output
+            self._loop.call_exception_handler(
+                {"message": "terminal output handler raised", "exception": exc}
+            )
+
+
+def _wake(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)

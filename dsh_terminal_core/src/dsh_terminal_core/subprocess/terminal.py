@@ -1,0 +1,440 @@
+"""The local terminal-process provider: one child on one PTY, owned end to end.
+
+The provider is mechanism only — PTY allocation, byte transport, foreground inspection
+and signalling, and full-tree teardown. It knows nothing about prompts; backends build
+readiness on top of :meth:`LocalTerminalProcess.inspect_foreground` and
+:meth:`LocalTerminalProcess.is_reading_terminal`.
+
+Platforms: Linux has everything. macOS has everything except the exact stdin-wait probe
+(``input_waiting`` is always False) and watches exit with a thread instead of a pidfd.
+Windows is refused at spawn with :class:`UnsupportedPlatform`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+
+from ..errors import TerminalError, UnsupportedPlatform
+from . import hostexit
+from .env import child_environment
+from .inspector import StdinProbe, TerminalIdentity, default_stdin_probe
+from .process_table import ProcessIdentity, ProcessTable, default_process_table
+from .procfs import read_stat
+from .teardown import TreeReaper
+from .types import ExitStatus, Foreground, OutputHandler, TerminalSpawnSpec
+
+if sys.platform != "win32":
+    import termios
+
+    from .exitwatch import ExitWatch
+    from .ptyio import PtyChannel
+    from .ptyspawn import SpawnedPty, spawn_pty
+
+__all__ = ["FOREGROUND_SIGNALS", "LocalTerminalProcess", "LocalTerminalProvider"]
+
+FOREGROUND_SIGNALS: dict[str, signal.Signals] = {
+    name: signal.Signals[name]
+    for name in ("SIGINT", "SIGTERM", "SIGKILL", "SIGTSTP", "SIGHUP")
+    if hasattr(signal, name)  # all of them on POSIX; importable elsewhere
+}
+
+_REFUSE_SHELL_KILL = "refusing to SIGKILL the terminal shell; close the session instead"
+
+
+class LocalTerminalProvider:
+    """Spawns processes on local PTYs (``ctx.subprocess``).
+
+    ``process_table`` and ``stdin_probe`` are injectable for tests; the defaults are the
+    platform's real table (``/proc`` on Linux, psutil elsewhere) and its probe.
+    """
+
+    def __init__(
+        self,
+        process_table: ProcessTable | None = None,
+        stdin_probe: StdinProbe | None = None,
+    ) -> None:
+        self._table: ProcessTable = process_table or default_process_table()
+        self._probe: StdinProbe | None = stdin_probe
+
+    async def spawn_terminal(self, spec: TerminalSpawnSpec) -> LocalTerminalProcess:
+        """Start ``spec.argv`` on a new PTY as the leader of a new session.
+
+        The child gets :func:`child_environment` of ``spec.env`` and a ``rows x cols``
+        window. Output starts flowing (into a buffer) immediately.
+
+        Raises:
+            UnsupportedPlatform: on Windows.
+            TerminalError: ``SPAWN_FAILED`` when the executable is missing, ``cwd`` is
+                unusable or exec fails; nothing is left running or open.
+        """
+        if sys.platform == "win32":
+            raise UnsupportedPlatform(
+                "local terminals need a POSIX PTY; Windows (ConPTY) is not supported"
+            )
+        loop = asyncio.get_running_loop()
+        if self._probe is None:
+            self._probe = default_stdin_probe()
+        spawned = spawn_pty(
+            spec.argv,
+            cwd=spec.cwd,
+            env=child_environment(spec.env),
+            rows=spec.rows,
+            cols=spec.cols,
+        )
+        try:
+            process = LocalTerminalProcess(loop, spawned, spec, self._table, self._probe)
+        except BaseException:
+            _abandon(spawned.pid, spawned.master_fd)
+            raise
+        process._start()
+        return process
+
+
+class LocalTerminalProcess:
+    """A live child on a PTY. Create it with :meth:`LocalTerminalProvider.spawn_terminal`.
+
+    Output is delivered event-driven to the handler from :meth:`set_output_handler`.
+    :attr:`done` resolves with the :class:`ExitStatus` once the child has exited, been
+    reaped, and the output still readable at that moment has been delivered. The master
+    descriptor stays open (and output keeps flowing, e.g. from a background job holding
+    the slave) until :meth:`terminate` succeeds.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        spawned: SpawnedPty,
+        spec: TerminalSpawnSpec,
+        table: ProcessTable,
+        probe: StdinProbe,
+    ) -> None:
+        self._loop = loop
+        self._pid = spawned.pid
+        self._spec = spec
+        self._probe = probe
+        self._done: asyncio.Future[ExitStatus] = loop.create_future()
+        self._shell_pgid: int | None = None
+        self._teardown: asyncio.Task[None] | None = None
+        self._closed = False
+        self._reaped = False
+        self._exit_task: asyncio.Task[None] | None = None
+        row = table.lookup(spawned.pid)
+        if row is None:
+            raise TerminalError(
+                f"cannot spawn {spec.argv[0]!r}: the child vanished at start", "SPAWN_FAILED"
+            )
+        self._identity = ProcessIdentity(spawned.pid, row.create_time)
+        self._reaper = TreeReaper(table, self._identity, _session_of(spawned.pid))
+        self._terminal: TerminalIdentity | None = probe.terminal_of(spawned.master_fd)
+        self._channel = PtyChannel(loop, spawned.master_fd)
+        self._watch = ExitWatch(loop, spawned.pid, self._on_child_exit)
+
+    def _start(self) -> None:
+        """Begin reading output and watching for exit; on failure leave nothing behind."""
+        try:
+            self._channel.start()
+            self._watch.start()
+        except BaseException:
+            self._watch.close()
+            self._channel.close()
+            _abandon(self._pid, None)
+            raise
+        hostexit.register(self)
+
+    # -- identity and output ------------------------------------------------------------
+
+    @property
+    def pid(self) -> int:
+        """The PTY child's pid (under a sandbox wrapper, the wrapper's)."""
+        return self._pid
+
+    @property
+    def done(self) -> asyncio.Future[ExitStatus]:
+        """Resolves with the exit status after the child is reaped and its output drained."""
+        return self._done
+
+    @property
+    def exact_input_probe(self) -> bool:
+        """True where ``input_waiting`` and :meth:`is_reading_terminal` are exact (Linux on
+        x86_64/aarch64); False where they always answer False."""
+        return self._terminal is not None
+
+    @property
+    def terminal_path(self) -> str | None:
+        """The slave's path (``/dev/pts/N``) where known; informational."""
+        return self._terminal.path if self._terminal is not None else None
+
+    def set_output_handler(self, handler: OutputHandler | None) -> None:
+        """Deliver output chunks to ``handler``; chunks buffered so far go first, at once.
+
+        ``handler`` runs on the event loop and must not block; an exception it raises is
+        reported to the loop's exception handler and output keeps flowing.
+        """
+        self._channel.set_handler(handler)
+
+    def pending_output(self) -> int:
+        """Bytes readable on the master (or buffered) that the handler has not received.
+
+        Lets a caller tell "the program is quiet" from "its output is queued and about to
+        be delivered" before trusting a readiness observation.
+        """
+        return self._channel.pending()
+
+    async def write(self, data: str | bytes) -> None:
+        """Write ``data`` (str is UTF-8 encoded) in full, with backpressure.
+
+        Concurrent writes are serialised, never interleaved. If the calling task is
+        cancelled the unwritten remainder is dropped and ``CancelledError`` propagates.
+
+        Raises:
+            TerminalError: ``TERMINAL_CLOSED`` once the terminal is closed or hung up.
+        """
+        payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        await self._channel.write(payload)
+
+    def resize(self, rows: int, cols: int) -> None:
+        """Set the terminal's window size.
+
+        Raises:
+            TerminalError: ``INVALID_ARGUMENT`` for sizes outside 1..65535,
+                ``TERMINAL_CLOSED`` after teardown.
+        """
+        for name, value in (("rows", rows), ("cols", cols)):
+            if not isinstance(value, int) or not 0 < value <= 0xFFFF:
+                raise TerminalError(
+                    f"{name} must be an integer in 1..65535, got {value!r}", "INVALID_ARGUMENT"
+                )
+        self._channel.resize(rows, cols)
+
+    # -- foreground ---------------------------------------------------------------------
+
+    def foreground_pgid(self) -> int | None:
+        """Return the terminal's foreground process group now, or None if unknown.
+
+        Asks the master (``tcgetpgrp``); falls back to the PTY child's ``tpgid`` in
+        ``/proc``. None after exit or teardown, never a guess.
+        """
+        fd = self._channel.fd
+        if fd is None:
+            return None
+        pgid: int | None = None
+        try:
+            pgid = os.tcgetpgrp(fd)
+        except OSError:
+            if not self._done.done():
+                stat = read_stat(self._pid)
+                pgid = stat.tpgid if stat is not None else None
+        if pgid is None or pgid <= 0 or pgid == os.getpgrp():
+            return None
+        return pgid
+
+    def inspect_foreground(self) -> Foreground | None:
+        """Describe the foreground group: its id, whether it is reading, and the modes.
+
+        ``input_waiting`` is exact on Linux (some member is blocked reading this terminal,
+        on fd 0 or on a ``/dev/tty`` descriptor) and always False elsewhere; ``wake_count``
+        then lets a caller tell "still the same wait" from "woke and waits again".
+        ``echo``/``canonical`` are the terminal's ECHO/ICANON flags. Returns None when the
+        group or the terminal settings cannot be read.
+        """
+        pgid = self.foreground_pgid()
+        fd = self._channel.fd
+        if pgid is None or fd is None:
+            return None
+        try:
+            lflag = termios.tcgetattr(fd)[3]
+        except (OSError, termios.error):
+            return None
+        wakes = self._probe.group_wait(pgid, self._terminal) if self._terminal is not None else None
+        return Foreground(
+            process_group_id=pgid,
+            input_waiting=wakes is not None,
+            echo=bool(lflag & termios.ECHO),
+            canonical=bool(lflag & termios.ICANON),
+            wake_count=wakes or 0,
+        )
+
+    def is_reading_terminal(self, pid: int) -> bool:
+        """Return True only if some thread of ``pid`` is blocked reading this terminal.
+
+        The bash backend asks this about the shell itself to tell a real prompt from a
+        forged one. Always False where no exact probe exists.
+        """
+        if self._terminal is None or self._channel.fd is None:
+            return False
+        return self._probe.process_reading(pid, self._terminal)
+
+    def set_shell_process_group(self, pgid: int) -> None:
+        """Record the shell's own process group (learned from its first prompt).
+
+        Under a sandbox wrapper the PTY child is the wrapper, so the shell's group cannot
+        be assumed from :attr:`pid`; until this is called, the child's group stands in.
+        """
+        if not isinstance(pgid, int) or pgid <= 0:
+            raise TerminalError(
+                f"process group must be a positive integer, got {pgid!r}", "INVALID_ARGUMENT"
+            )
+        self._shell_pgid = pgid
+
+    def signal_foreground(self, sig: str) -> int:
+        """Send ``sig`` to the current foreground group and return that group's id.
+
+        The group is resolved at call time. SIGKILL to the shell's own group is refused:
+        killing the shell ends the session, which is :meth:`terminate`'s job.
+
+        Raises:
+            TerminalError: ``INVALID_ARGUMENT`` for a signal outside SIGINT, SIGTERM,
+                SIGKILL, SIGTSTP, SIGHUP or for SIGKILL to the shell; ``NO_FOREGROUND``
+                when the foreground group cannot be determined or has vanished.
+        """
+        signum = FOREGROUND_SIGNALS.get(sig) if isinstance(sig, str) else None
+        if signum is None:
+            allowed = ", ".join(FOREGROUND_SIGNALS)
+            raise TerminalError(
+                f"unsupported signal {sig!r}; allowed: {allowed}", "INVALID_ARGUMENT"
+            )
+        pgid = self.foreground_pgid() if not self._done.done() else None
+        if pgid is None:
+            raise TerminalError(
+                "cannot determine the terminal's foreground process group", "NO_FOREGROUND"
+            )
+        shell_pgid = self._shell_pgid if self._shell_pgid is not None else self._pid
+        if signum == signal.SIGKILL and pgid == shell_pgid:
+            raise TerminalError(_REFUSE_SHELL_KILL, "INVALID_ARGUMENT")
+        try:
+            os.killpg(pgid, signum)
+        except ProcessLookupError as exc:
+            raise TerminalError(
+                f"foreground process group {pgid} vanished before {sig}", "NO_FOREGROUND"
+            ) from exc
+        except PermissionError as exc:
+            raise TerminalError(
+                f"not permitted to send {sig} to process group {pgid}", "NO_FOREGROUND"
+            ) from exc
+        return pgid
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def terminate(self) -> None:
+        """Tear down the whole tree: captured processes, then the shell; close the PTY.
+
+        Idempotent and shared: concurrent calls await one run; after success later calls
+        return at once; after a failure a later call retries. Cancelling the caller does
+        not stop a run in progress.
+
+        Raises:
+            TerminalError: ``TEARDOWN_FAILED`` naming the processes that survived SIGKILL.
+        """
+        if self._closed:
+            return
+        task = self._teardown
+        if task is None:
+            task = self._loop.create_task(self._run_teardown())
+            task.add_done_callback(self._teardown_finished)
+            self._teardown = task
+        await asyncio.shield(task)
+
+    def kill_sync(self) -> None:
+        """SIGKILL the captured tree and the PTY child now, without waiting (host exit)."""
+        with contextlib.suppress(Exception):
+            self._reaper.kill_sync()
+        self.signal_shell(signal.SIGKILL)
+
+    # ShellControl, used by TreeReaper.teardown
+
+    @property
+    def exited(self) -> bool:
+        """True once the PTY child has been reaped."""
+        return self._done.done()
+
+    def signal_shell(self, signum: int) -> None:
+        """Signal the PTY child itself; a no-op once it has been reaped."""
+        if self._reaped:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            pidfd = self._watch.pidfd
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signum)
+            else:
+                # Unreaped, so the pid cannot have been reused.
+                os.kill(self._pid, signum)
+
+    async def wait_exit(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for :attr:`done`; return whether it resolved."""
+        if not self._done.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._done), timeout)
+        return self._done.done()
+
+    # -- internals ----------------------------------------------------------------------
+
+    async def _run_teardown(self) -> None:
+        try:
+            await self._reaper.teardown(self, self._spec.grace_ms / 1000)
+        finally:
+            if self._done.done():
+                self._channel.close()
+                self._watch.close()
+        self._closed = True
+        hostexit.unregister(self)
+
+    def _teardown_finished(self, task: asyncio.Task[None]) -> None:
+        # A failed run is forgotten so the next terminate() retries; reading the
+        # exception here also keeps an unawaited failure from being logged as lost.
+        if task.cancelled() or task.exception() is not None:
+            self._teardown = None
+
+    def _on_child_exit(self) -> None:
+        if self._exit_task is None:
+            self._exit_task = self._loop.create_task(self._finish_exit())
+
+    async def _finish_exit(self) -> None:
+        # The unreaped zombie still pins the pid, so the session can be captured safely.
+        with contextlib.suppress(Exception):
+            await self._reaper.capture_async()
+        status = self._reap()
+        self._reaper.close_fence()
+        self._watch.close()
+        self._channel.drain()
+        if not self._done.done():
+            self._done.set_result(status)
+
+    def _reap(self) -> ExitStatus:
+        try:
+            _, raw = os.waitpid(self._pid, 0)
+        except ChildProcessError:
+            self._reaped = True
+            return ExitStatus(exit_code=None, signal=None)
+        self._reaped = True
+        code = os.waitstatus_to_exitcode(raw)
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"SIG{-code}"
+            return ExitStatus(exit_code=None, signal=name)
+        return ExitStatus(exit_code=code, signal=None)
+
+
+def _session_of(pid: int) -> int:
+    """The child's session id, or -1 (no session adoption) if it is unknown or our own."""
+    try:
+        sid = os.getsid(pid)
+    except OSError:
+        return -1
+    return -1 if sid == os.getsid(0) else sid
+
+
+def _abandon(pid: int, master_fd: int | None) -> None:
+    """Kill and reap a child whose handle could not be built; close its master if given."""
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+    if master_fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(master_fd)

@@ -1,0 +1,109 @@
+"""Types of the terminal-process provider (``ctx.subprocess``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+__all__ = [
+    "ExitStatus",
+    "Foreground",
+    "OutputHandler",
+    "TerminalProcess",
+    "TerminalProvider",
+    "TerminalSpawnSpec",
+]
+
+OutputHandler = Callable[[bytes], None]
+
+
+def _positive(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if value <= 0:
+        raise ValueError(f"{attribute.name} must be a positive integer, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class TerminalSpawnSpec:
+    """How to start a process on a fresh PTY."""
+
+    argv: Sequence[str] = attrs.field(converter=tuple)
+    cwd: str | None = None
+    env: Mapping[str, str] = attrs.field(factory=dict)
+    rows: int = attrs.field(default=40, validator=_positive)
+    cols: int = attrs.field(default=160, validator=_positive)
+    grace_ms: int = attrs.field(default=3000, validator=_positive)
+
+
+@attrs.frozen(kw_only=True)
+class ExitStatus:
+    """How the PTY child ended: an exit code, or the name of the signal that killed it."""
+
+    exit_code: int | None
+    signal: str | None
+
+
+@attrs.frozen(kw_only=True)
+class Foreground:
+    """Facts about the terminal's foreground process group at one instant.
+
+    ``input_waiting`` is exact on Linux (a member is blocked reading the terminal) and
+    always False where no probe exists. ``echo`` and ``canonical`` are the terminal's
+    ECHO and ICANON flags. ``wake_count`` is the summed voluntary context switches of the
+    threads found waiting: when it moves between two looks at the same waiting group,
+    that group woke up (read something) and went back to waiting in between.
+    """
+
+    process_group_id: int
+    input_waiting: bool
+    echo: bool
+    canonical: bool = True
+    wake_count: int = 0
+
+    @property
+    def input_hidden(self) -> bool:
+        """Line-mode input with echo off: a password prompt (getpass, sudo, ssh).
+
+        Readline-driven programs (bash, python's REPL) also turn ECHO off, but they leave
+        canonical mode too and echo by themselves, so they do not count as hidden.
+        """
+        return self.input_waiting and not self.echo and self.canonical
+
+
+@runtime_checkable
+class TerminalProcess(Protocol):
+    """A live process on a PTY; see ``LocalTerminalProcess`` for the contract."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def done(self) -> asyncio.Future[ExitStatus]: ...
+
+    def set_output_handler(self, handler: OutputHandler | None) -> None: ...
+
+    async def write(self, data: str | bytes) -> None: ...
+
+    def inspect_foreground(self) -> Foreground | None: ...
+
+    def foreground_pgid(self) -> int | None: ...
+
+    def pending_output(self) -> int:
+        """Bytes readable on the master that the output handler has not received yet."""
+        ...
+
+    def is_reading_terminal(self, pid: int) -> bool: ...
+
+    def set_shell_process_group(self, pgid: int) -> None: ...
+
+    def signal_foreground(self, sig: str) -> int: ...
+
+    async def terminate(self) -> None: ...
+
+    def resize(self, rows: int, cols: int) -> None: ...
+
+
+class TerminalProvider(Protocol):
+    async def spawn_terminal(self, spec: TerminalSpawnSpec) -> TerminalProcess: ...

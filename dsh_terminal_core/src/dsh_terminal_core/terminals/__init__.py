@@ -1,0 +1,45 @@
+"""Owner-scoped terminal sessions: the registry and the contracts backends implement.
+
+Backend and consumer authors import from here; the modules behind it are private.
+"""
+
+from ..errors import BackendCleanupError, TerminalError
+from .service import TerminalSessionService
+from .types import (
+    ALLOWED_SIGNALS,
+    BackendSession,
+    BackendSpawnContext,
+    ReadRequest,
+    ReadResult,
+    SendOperation,
+    SendRequest,
+    SendResult,
+    SessionStatus,
+    SignalResult,
+    Snapshot,
+    SpawnRequest,
+    SpawnResult,
+    TerminalBackend,
+    WaitReason,
+)
+
+__all__ = [
+    "ALLOWED_SIGNALS",
+    "BackendCleanupError",
+    "BackendSession",
+    "BackendSpawnContext",
+    "ReadRequest",
+    "ReadResult",
+    "SendOperation",
+    "SendRequest",
+    "SendResult",
+    "SessionStatus",
+    "SignalResult",
+    "Snapshot",
+    "SpawnRequest",
+    "SpawnResult",
+    "TerminalBackend",
+    "TerminalError",
+    "TerminalSessionService",
+    "WaitReason",
+]

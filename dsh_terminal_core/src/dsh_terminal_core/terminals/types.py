@@ -1,0 +1,196 @@
+"""Value types and protocols shared by the registry, backends and consumers."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from enum import StrEnum
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+import attrs
+
+from ..cancel import Cancellation
+
+if TYPE_CHECKING:
+    from ..agents import Agent
+
+__all__ = [
+    "BackendSession",
+    "BackendSpawnContext",
+    "ReadRequest",
+    "ReadResult",
+    "SendOperation",
+    "SendRequest",
+    "SendResult",
+    "SessionStatus",
+    "SignalResult",
+    "Snapshot",
+    "SpawnRequest",
+    "SpawnResult",
+    "TerminalBackend",
+    "WaitReason",
+    "ALLOWED_SIGNALS",
+]
+
+ALLOWED_SIGNALS: tuple[str, ...] = ("SIGINT", "SIGTERM", "SIGKILL", "SIGTSTP", "SIGHUP")
+
+
+class WaitReason(StrEnum):
+    """Why a send stopped waiting. Only ``STDIN_READ`` is evidence the terminal is ready."""
+
+    STDIN_READ = "stdin_read"
+    INFERRED_IDLE = "inferred_idle"
+    TIMEOUT = "timeout"
+    SESSION_EXIT = "session_exit"
+
+
+@attrs.frozen(kw_only=True)
+class SessionStatus:
+    """``running``, or ``exited`` with the exit code or the signal name that ended it."""
+
+    kind: Literal["running", "exited"]
+    exit_code: int | None = None
+    signal: str | None = None
+
+    @classmethod
+    def running(cls) -> SessionStatus:
+        return cls(kind="running")
+
+    def to_wire(self) -> dict[str, object]:
+        wire: dict[str, object] = {"kind": self.kind}
+        if self.kind == "exited":
+            wire["exitCode"] = self.exit_code
+            wire["signal"] = self.signal
+        return wire
+
+
+@attrs.frozen(kw_only=True)
+class SpawnRequest:
+    type: str
+    name: str | None = None
+    cwd: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SpawnResult:
+    session_id: str
+    name: str | None
+    type: str
+    pid: int
+    status: SessionStatus
+    motd: str
+
+
+@attrs.frozen(kw_only=True)
+class SendRequest:
+    text: str
+    submit: bool = True
+    cancel: Cancellation | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen(kw_only=True)
+class SendResult:
+    """The outcome of one send. ``exit_code`` is set only when the prompt marker settled it."""
+
+    viewport: str
+    wait_reason: WaitReason
+    session_status: SessionStatus
+    truncated: bool
+    exit_code: int | None = None
+    input_hidden: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ReadRequest:
+    offset: int = 0
+    count: int = 500
+
+
+@attrs.frozen(kw_only=True)
+class ReadResult:
+    text: str
+    total_lines: int
+    line_begin: int
+    line_end: int
+    truncated: bool
+
+
+@attrs.frozen(kw_only=True)
+class SignalResult:
+    delivered: bool
+    target_pgid: int
+
+
+@attrs.frozen(kw_only=True)
+class Snapshot:
+    session_id: str
+    name: str | None
+    type: str
+    pid: int
+    status: SessionStatus
+    cwd: str | None
+
+
+@runtime_checkable
+class SendOperation(Protocol):
+    """A send in progress. ``await op.done`` gives the :class:`SendResult`."""
+
+    @property
+    def done(self) -> asyncio.Future[SendResult]: ...
+
+    def read_output(self) -> str:
+        """Return the output collected since the previous call (consuming cursor)."""
+        ...
+
+    def cancel(self) -> Awaitable[None]:
+        """Drop unwritten input and interrupt the foreground group; awaitable, not required."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class BackendSpawnContext:
+    """What a backend gets to create one session."""
+
+    owner: Agent = attrs.field(eq=False)
+    session_id: str
+    name: str | None
+    cwd: str | None
+    cancel: Cancellation = attrs.field(eq=False)
+
+
+@runtime_checkable
+class BackendSession(Protocol):
+    """One live terminal owned by a backend. The registry adds ids and authorization."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def status(self) -> SessionStatus: ...
+
+    @property
+    def motd(self) -> str: ...
+
+    def cwd(self) -> str | None: ...
+
+    def start_send(self, request: SendRequest) -> SendOperation:
+        """Reserve the session synchronously and start writing; ``SEND_ACTIVE`` if busy."""
+        ...
+
+    def read(self, request: ReadRequest) -> ReadResult: ...
+
+    async def signal(self, sig: str) -> SignalResult: ...
+
+    async def close(self, reason: str) -> None:
+        """Tear the session down; raise if processes survive (a later call retries)."""
+        ...
+
+
+@runtime_checkable
+class TerminalBackend(Protocol):
+    """A kind of terminal (``type``), e.g. the bash backend's ``shell``."""
+
+    @property
+    def type(self) -> str: ...
+
+    async def spawn(self, context: BackendSpawnContext) -> BackendSession: ...

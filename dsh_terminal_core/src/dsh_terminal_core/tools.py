@@ -1,0 +1,187 @@
+"""Tools: named, schema-checked async operations an agent can call.
+
+Arguments are validated against the tool's JSON schema before ``execute`` runs, so a
+tool body never sees an unknown key or a wrong type. Every outcome becomes a
+:class:`ToolResult`; failures render as ``error [CODE]: message``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import jsonschema
+
+from .cancel import Cancellation
+from .errors import DshError, InvalidArgument, ToolNotFound
+
+if TYPE_CHECKING:
+    from .agents import Agent
+
+__all__ = ["Tool", "ToolExec", "ToolRegistry", "ToolResult", "render_error"]
+
+Execute = Callable[[dict[str, Any], "ToolExec"], Awaitable[Any]]
+Render = Callable[[dict[str, Any], Any], str]
+Finalize = Callable[[str], str]
+
+
+@attrs.frozen(kw_only=True)
+class ToolExec:
+    """Who is calling and how to notice that the call was cancelled."""
+
+    agent: Agent = attrs.field(eq=False)
+    cancel: Cancellation = attrs.field(factory=Cancellation, eq=False)
+
+
+@attrs.frozen(kw_only=True)
+class ToolResult:
+    """The model-facing ``text``, the JSON-able ``value``, and whether it is an error."""
+
+    text: str
+    value: Any = None
+    is_error: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class Tool:
+    """A tool definition. ``render`` turns a value into text; ``finalize`` bounds any text."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    execute: Execute = attrs.field(eq=False)
+    render: Render | None = attrs.field(default=None, eq=False)
+    finalize: Finalize | None = attrs.field(default=None, eq=False)
+    plugin: str | None = None
+
+    def schema(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description, "parameters": dict(self.parameters)}
+
+
+def render_error(exc: BaseException) -> str:
+    """``error [CODE]: message`` with the exception's stable code, ``INTERNAL`` otherwise."""
+    if isinstance(exc, DshError):
+        return f"error [{exc.code}]: {exc.message}"
+    return f"error [INTERNAL]: {type(exc).__name__}: {exc}"
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _describe_violation(error: jsonschema.ValidationError) -> str:
+    where = ".".join(str(p) for p in error.absolute_path)
+    subject = f"argument {where!r}" if where else "arguments"
+    kind = error.validator
+    if kind == "additionalProperties":
+        allowed = set((error.schema.get("properties") or {}).keys())
+        extra = sorted(k for k in error.instance if k not in allowed)
+        known = ", ".join(sorted(allowed)) or "none"
+        return f"unknown argument {', '.join(repr(k) for k in extra)} (known: {known})"
+    if kind == "required":
+        missing = [k for k in error.validator_value if k not in error.instance]
+        return f"missing required argument {', '.join(repr(k) for k in missing)}"
+    if kind == "type":
+        return f"{subject} must be of type {error.validator_value}, got {_json_type(error.instance)}"
+    if kind == "enum":
+        options = ", ".join(repr(v) for v in error.validator_value)
+        return f"{subject} must be one of {options}, got {error.instance!r}"
+    if kind == "minimum":
+        return f"{subject} must be >= {error.validator_value}, got {error.instance!r}"
+    if kind == "maximum":
+        return f"{subject} must be <= {error.validator_value}, got {error.instance!r}"
+    if kind == "maxLength":
+        return f"{subject} is longer than {error.validator_value} characters"
+    if kind == "minLength":
+        return f"{subject} must have at least {error.validator_value} character(s)"
+    return f"{subject}: {error.message}"
+
+
+class ToolRegistry:
+    """Registered tools by name, with validation and error rendering around execute."""
+
+    def __init__(self, stamp: Callable[[], str | None] | None = None) -> None:
+        self._stamp = stamp
+        self._tools: dict[str, Tool] = {}
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+
+    def register(self, tool: Tool) -> Callable[[], None]:
+        """Add ``tool``; returns a function that removes it. Names are unique."""
+        if tool.name in self._tools:
+            owner = self._tools[tool.name].plugin
+            raise DshError(f"tool {tool.name!r} is already registered by {owner!r}", "DUPLICATE_TOOL")
+        if tool.plugin is None and self._stamp is not None:
+            tool = attrs.evolve(tool, plugin=self._stamp())
+        validator_cls = jsonschema.validators.validator_for(tool.parameters, jsonschema.Draft202012Validator)
+        validator_cls.check_schema(tool.parameters)
+        self._tools[tool.name] = tool
+        self._validators[tool.name] = validator_cls(tool.parameters)
+
+        def unregister() -> None:
+            if self._tools.get(tool.name) is tool:
+                del self._tools[tool.name]
+                del self._validators[tool.name]
+
+        return unregister
+
+    def get(self, name: str) -> Tool:
+        try:
+            return self._tools[name]
+        except KeyError:
+            raise ToolNotFound(f"no tool named {name!r}") from None
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [tool.schema() for tool in self._tools.values()]
+
+    def validate(self, name: str, args: object) -> dict[str, Any]:
+        """Return ``args`` as a dict if they satisfy the schema; else raise INVALID_ARGUMENT."""
+        self.get(name)
+        if not isinstance(args, dict):
+            raise InvalidArgument(f"arguments must be a JSON object, got {_json_type(args)}")
+        errors = sorted(self._validators[name].iter_errors(args), key=lambda e: (len(e.path), e.path))
+        if errors:
+            raise InvalidArgument(f"{name}: " + "; ".join(_describe_violation(e) for e in errors[:5]))
+        return args
+
+    async def call(self, name: str, args: object, exec_: ToolExec) -> ToolResult:
+        """Validate, execute, render and bound one call. Never raises for tool failures."""
+        try:
+            tool = self.get(name)
+        except ToolNotFound as exc:
+            return ToolResult(text=render_error(exc), is_error=True)
+        try:
+            checked = self.validate(name, args)
+            value = await tool.execute(checked, exec_)
+        except Exception as exc:  # noqa: BLE001 - every failure becomes an error result
+            return ToolResult(text=self._bound(tool, render_error(exc)), value=None, is_error=True)
+        text = tool.render(checked, value) if tool.render else _default_text(value)
+        return ToolResult(text=self._bound(tool, text), value=value, is_error=False)
+
+    @staticmethod
+    def _bound(tool: Tool, text: str) -> str:
+        return tool.finalize(text) if tool.finalize else text
+
+
+def _default_text(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)

@@ -1,0 +1,100 @@
+"""Model-facing text for terminal tool values: compact, bounded, with status lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dsh_terminal_core.resultcap import cap_text
+
+__all__ = [
+    "render_close",
+    "render_list",
+    "render_open",
+    "render_read",
+    "render_send",
+    "render_signal",
+    "status_line",
+]
+
+
+def _status_word(status: dict[str, Any]) -> str:
+    if status["kind"] == "running":
+        return "running"
+    if status.get("signal"):
+        return f"exited (killed by {status['signal']})"
+    return f"exited (exit code {status.get('exitCode')})"
+
+
+def status_line(value: dict[str, Any]) -> str:
+    """One line saying why the send returned and what that does (not) prove."""
+    reason = value["waitReason"]
+    session = value["sessionStatus"]
+    if reason == "stdin_read":
+        parts = ["waiting for input"]
+        if value.get("exitCode") is not None:
+            parts.append(f"exit code {value['exitCode']}")
+        if value.get("inputHidden"):
+            parts.append("input hidden (echo off: likely a password prompt)")
+        text = "; ".join(parts)
+    elif reason == "inferred_idle":
+        text = "no output for a while; the command may still be running"
+    elif reason == "timeout":
+        text = "time limit reached; the command may still be running"
+    else:
+        text = f"session {_status_word(session)}"
+    trunc = "; earlier output truncated (see terminal_read)" if value.get("truncated") else ""
+    return f"[{reason}: {text}{trunc}]"
+
+
+def render_open(value: dict[str, Any], max_bytes: int) -> str:
+    name = f" ({value['name']})" if value.get("name") else ""
+    head = f"started terminal session {value['sessionId']}{name} [type: {value['type']}]"
+    motd = value.get("motd") or ""
+    return cap_text(motd, max_bytes, prefix=head + ("\n" if motd else ""), keep="head")
+
+
+def render_send(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
+    if value["kind"] == "background":
+        text = (
+            f"started background send on {session_id} as {value['jobId']}; collect its output "
+            f"with job_output and stop it with job_kill"
+        )
+        return cap_text(text, max_bytes)
+    viewport = value["viewport"]
+    suffix = ("\n" if viewport and not viewport.endswith("\n") else "") + status_line(value)
+    return cap_text(viewport, max_bytes, suffix=suffix, keep="tail")
+
+
+def render_read(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
+    begin, end, total = value["lineBegin"], value["lineEnd"], value["totalLines"]
+    head = f"[{session_id} lines {begin}-{end} of {total}"
+    if value["truncated"]:
+        head += "; part of the range was trimmed or cut to the size limit"
+    head += "]\n"
+    tail = ""
+    if end < total:
+        tail = f"\n[more: terminal_read offset={end}]"
+    return cap_text(value["text"], max_bytes, prefix=head, suffix=tail, keep="head")
+
+
+def render_signal(value: dict[str, Any], sig: str, max_bytes: int) -> str:
+    return cap_text(f"delivered {sig} to process group {value['targetPgid']}", max_bytes)
+
+
+def render_close(value: dict[str, Any], session_id: str, max_bytes: int) -> str:
+    text = f"closed {session_id}" if value["killed"] else f"{session_id} was already being closed"
+    return cap_text(text, max_bytes)
+
+
+def render_list(value: dict[str, Any], max_bytes: int) -> str:
+    sessions = value["sessions"]
+    if not sessions:
+        return "no open terminal sessions"
+    lines = []
+    for s in sessions:
+        name = f" ({s['name']})" if s.get("name") else ""
+        lines.append(
+            f"{s['sessionId']}{name} [type: {s['type']}] pid {s['pid']} "
+            f"{_status_word(s['status'])} cwd {s.get('cwd') or '?'}"
+        )
+    return cap_text("\n".join(lines), max_bytes, keep="head")

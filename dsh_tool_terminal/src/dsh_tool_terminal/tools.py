@@ -1,0 +1,288 @@
+"""The six model-facing ``terminal_*`` tools over ``ctx.terminals`` (and ``ctx.jobs``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from dsh_terminal_core.errors import InvalidArgument, TerminalError
+from dsh_terminal_core.resultcap import cap_text
+from dsh_terminal_core.terminals import (
+    ALLOWED_SIGNALS,
+    ReadRequest,
+    SendRequest,
+    SpawnRequest,
+    TerminalSessionService,
+)
+from dsh_terminal_core.tools import Tool, ToolExec
+
+from . import render
+from .config import ToolTerminalConfig
+from .wire import read_value, send_value, snapshot_value, spawn_value
+
+__all__ = ["MAX_SEND_CHARS", "terminal_tools"]
+
+# One send may carry a long heredoc or a 10,000+ character command, but not a payload
+# that would flood the PTY for minutes; larger inputs belong in a file.
+MAX_SEND_CHARS = 1_000_000
+
+_SESSION_ID = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 64,
+    "description": "The session id returned by terminal_open, e.g. pty-1.",
+}
+
+
+def terminal_tools(
+    terminals: Callable[[], TerminalSessionService],
+    jobs: Callable[[], Any | None],
+    config: ToolTerminalConfig,
+) -> list[Tool]:
+    """Build the six tools; services are resolved at call time (they may be overridden)."""
+    cap = config.max_result_bytes
+
+    def finalize(text: str) -> str:
+        return cap_text(text, cap)
+
+    # -- terminal_open ------------------------------------------------------------------
+
+    async def open_(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        result = await terminals().spawn(
+            exec_.agent,
+            SpawnRequest(type=args["type"], name=args.get("name"), cwd=args.get("cwd")),
+            exec_.cancel,
+        )
+        return spawn_value(result)
+
+    open_tool = Tool(
+        name="terminal_open",
+        description=(
+            "Open a persistent interactive terminal session (a real PTY) and return its "
+            "sessionId. State such as the working directory, exported variables, an "
+            "activated virtualenv and running interactive programs persists across "
+            "terminal_send calls. Close sessions you no longer need with terminal_close."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "type": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 64,
+                    "description": "Terminal type; 'shell' is an interactive bash.",
+                },
+                "name": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 64,
+                    "description": "Optional display name, unique among your open sessions.",
+                },
+                "cwd": {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": 4096,
+                    "description": "Starting directory (default: the workspace root).",
+                },
+            },
+            "required": ["type"],
+            "additionalProperties": False,
+        },
+        execute=open_,
+        render=lambda _args, value: render.render_open(value, cap),
+        finalize=finalize,
+    )
+
+    # -- terminal_send ------------------------------------------------------------------
+
+    send_properties: dict[str, Any] = {
+        "sessionId": _SESSION_ID,
+        "text": {
+            "type": "string",
+            "maxLength": MAX_SEND_CHARS,
+            "description": "Text to type into the terminal.",
+        },
+        "submit": {
+            "type": "boolean",
+            "description": "Press Enter after the text (default true). false sends the exact text.",
+        },
+    }
+    if config.enable_run_in_background:
+        send_properties["run_in_background"] = {
+            "type": "boolean",
+            "description": (
+                "Return at once with a jobId instead of waiting; collect output with "
+                "job_output, stop with job_kill."
+            ),
+        }
+
+    async def send(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        background = args.get("run_in_background", False)
+        if background and not config.enable_run_in_background:
+            raise InvalidArgument("run_in_background is disabled for this harness")
+        request_args = {"text": args["text"], "submit": args.get("submit", True)}
+        if background:
+            return _send_in_background(exec_, args["sessionId"], request_args)
+        op = terminals().start_send(
+            exec_.agent, args["sessionId"], SendRequest(cancel=exec_.cancel, **request_args)
+        )
+        try:
+            result = await asyncio.shield(op.done)
+        except asyncio.CancelledError:
+            await asyncio.shield(op.cancel())
+            raise
+        return send_value(result)
+
+    def _send_in_background(
+        exec_: ToolExec, session_id: str, request_args: dict[str, Any]
+    ) -> dict[str, Any]:
+        job_service = jobs()
+        if job_service is None:
+            raise TerminalError(
+                "run_in_background needs a jobs service and none is loaded (enable the 'jobs' "
+                "plugin of dsh-terminal-core); nothing was sent",
+                "NO_JOBS_SERVICE",
+            )
+        op = terminals().start_send(exec_.agent, session_id, SendRequest(**request_args))
+
+        async def run(_handle: Any) -> str:
+            result = await op.done
+            return render.status_line(send_value(result))
+
+        job = job_service.start(
+            exec_.agent,
+            title=f"terminal_send on {session_id}",
+            run=run,
+            kill=op.cancel,
+            collect=op.read_output,
+            max_output_bytes=cap,
+        )
+        return {"kind": "background", "jobId": job.id}
+
+    send_tool = Tool(
+        name="terminal_send",
+        description=(
+            "Type text into a terminal session (Enter is pressed unless submit=false) and "
+            "wait until the terminal waits for input again, the output goes quiet, or the "
+            "time limit passes. Returns the output (viewport) and waitReason: only "
+            "'stdin_read' means the terminal is waiting for input; 'inferred_idle' and "
+            "'timeout' do not prove the command finished. exitCode is the shell's $? when "
+            "the shell prompt came back. inputHidden=true means a hidden (password) prompt."
+        ),
+        parameters={
+            "type": "object",
+            "properties": send_properties,
+            "required": ["sessionId", "text"],
+            "additionalProperties": False,
+        },
+        execute=send,
+        render=lambda args, value: render.render_send(value, cap, args["sessionId"]),
+        finalize=finalize,
+    )
+
+    # -- terminal_read ------------------------------------------------------------------
+
+    async def read(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        result = terminals().read(
+            exec_.agent,
+            args["sessionId"],
+            ReadRequest(offset=args.get("offset", 0), count=args.get("count", 500)),
+        )
+        return read_value(result)
+
+    read_tool = Tool(
+        name="terminal_read",
+        description=(
+            "Read a page of a session's scrollback by absolute line number: lines "
+            "[offset, offset+count). Use it to see earlier or truncated output."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "sessionId": _SESSION_ID,
+                "offset": {
+                    "type": "integer",
+                    "minimum": 0,
+                    "description": "First line to read (absolute line number, default 0).",
+                },
+                "count": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": 10000,
+                    "description": "Number of lines (default 500).",
+                },
+            },
+            "required": ["sessionId"],
+            "additionalProperties": False,
+        },
+        execute=read,
+        render=lambda args, value: render.render_read(value, cap, args["sessionId"]),
+        finalize=finalize,
+    )
+
+    # -- terminal_signal ----------------------------------------------------------------
+
+    async def signal(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        result = await terminals().signal(exec_.agent, args["sessionId"], args["signal"])
+        return {"delivered": result.delivered, "targetPgid": result.target_pgid}
+
+    signal_tool = Tool(
+        name="terminal_signal",
+        description=(
+            "Send a signal to the terminal's current foreground process group, e.g. SIGINT "
+            "to interrupt a running command (like Ctrl-C). SIGKILL of the shell itself is "
+            "refused; close the session instead."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "sessionId": _SESSION_ID,
+                "signal": {"type": "string", "enum": list(ALLOWED_SIGNALS)},
+            },
+            "required": ["sessionId", "signal"],
+            "additionalProperties": False,
+        },
+        execute=signal,
+        render=lambda args, value: render.render_signal(value, args["signal"], cap),
+        finalize=finalize,
+    )
+
+    # -- terminal_close -----------------------------------------------------------------
+
+    async def close(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        killed = await terminals().kill(exec_.agent, args["sessionId"], "closed by terminal_close")
+        return {"killed": killed}
+
+    close_tool = Tool(
+        name="terminal_close",
+        description=(
+            "Close a terminal session and end every process it started. Returns "
+            "killed=false when a close of that session was already in progress."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"sessionId": _SESSION_ID},
+            "required": ["sessionId"],
+            "additionalProperties": False,
+        },
+        execute=close,
+        render=lambda args, value: render.render_close(value, args["sessionId"], cap),
+        finalize=finalize,
+    )
+
+    # -- terminal_list ------------------------------------------------------------------
+
+    async def list_(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        return {"sessions": [snapshot_value(s) for s in terminals().list(exec_.agent)]}
+
+    list_tool = Tool(
+        name="terminal_list",
+        description="List your open terminal sessions with their type, pid, status and cwd.",
+        parameters={"type": "object", "properties": {}, "additionalProperties": False},
+        execute=list_,
+        render=lambda _args, value: render.render_list(value, cap),
+        finalize=finalize,
+    )
+
+    return [open_tool, send_tool, read_tool, signal_tool, close_tool, list_tool]

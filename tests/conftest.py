@@ -1,0 +1,75 @@
+"""Suite-wide guards: every test proves it left no process and no terminal fd behind."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import psutil
+import pytest
+
+
+def _terminal_fds() -> set[str]:
+    """Open fds of this process that are PTY masters or pidfds (what a session holds)."""
+    found: set[str] = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target in ("/dev/ptmx", "anon_inode:[pidfd]") or target.startswith("/dev/pts/"):
+            found.add(f"{name}->{target}")
+    return found
+
+
+def _live_descendants() -> set[tuple[int, float]]:
+    alive: set[tuple[int, float]] = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() != psutil.STATUS_ZOMBIE:
+                alive.add((child.pid, child.create_time()))
+        except psutil.Error:
+            continue
+    return alive
+
+
+def _dsh_shells() -> set[int]:
+    """Processes anywhere on the machine that carry the bash backend's DSH_SHELL=1 marker."""
+    pids: set[int] = set()
+    me = os.getpid()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if b"\0DSH_SHELL=1\0" in b"\0" + handle.read():
+                    pids.add(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+@pytest.fixture(autouse=True)
+def no_leaks() -> Iterator[None]:
+    """Fail the test if it leaves a live child process, a DSH shell or a terminal fd."""
+    children_before = _live_descendants()
+    shells_before = _dsh_shells()
+    fds_before = _terminal_fds()
+    yield
+    deadline = time.monotonic() + 5.0
+    while True:
+        new_children = _live_descendants() - children_before
+        new_shells = _dsh_shells() - shells_before
+        new_fds = _terminal_fds() - fds_before
+        if not (new_children or new_shells or new_fds) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    for pid, _ in new_children:
+        try:
+            psutil.Process(pid).kill()
+        except psutil.Error:
+            pass
+    assert not new_children, f"test left child processes running: {sorted(new_children)}"
+    assert not new_shells, f"test left DSH shells running: {sorted(new_shells)}"
+    assert not new_fds, f"test left terminal fds open: {sorted(new_fds)}"

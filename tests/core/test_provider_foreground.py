@@ -1,0 +1,198 @@
+"""Foreground inspection, the exact stdin-wait probe and signalling, on real PTYs."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import psutil
+import pytest
+from dsh_terminal_core.errors import TerminalError
+from dsh_terminal_core.subprocess import (
+    Foreground,
+    LocalTerminalProcess,
+    LocalTerminalProvider,
+    TerminalSpawnSpec,
+)
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="exact probe")
+
+Spawn = Callable[..., Awaitable[LocalTerminalProcess]]
+BASH = ["/bin/bash", "--noprofile", "--norc", "-i"]
+PROMPT = b"ps1> "
+
+
+class Output:
+    def __init__(self, process: LocalTerminalProcess) -> None:
+        self.data = bytearray()
+        self._changed = asyncio.Event()
+        process.set_output_handler(self._feed)
+
+    def _feed(self, chunk: bytes) -> None:
+        self.data.extend(chunk)
+        self._changed.set()
+
+    async def wait_count(self, needle: bytes, count: int, timeout: float = 10) -> None:
+        async def _wait() -> None:
+            while self.data.count(needle) < count:
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(_wait(), timeout)
+
+
+@pytest.fixture
+async def spawn() -> AsyncIterator[Spawn]:
+    provider = LocalTerminalProvider()
+    spawned: list[LocalTerminalProcess] = []
+
+    async def _spawn(argv: list[str], **fields: Any) -> LocalTerminalProcess:
+        fields.setdefault("env", {"PS1": PROMPT.decode(), "TERM": "dumb"})
+        process = await provider.spawn_terminal(TerminalSpawnSpec(argv=argv, **fields))
+        spawned.append(process)
+        return process
+
+    yield _spawn
+    for process in spawned:
+        await process.terminate()
+
+
+async def eventually(
+    look: Callable[[], Foreground | None], want: Callable[[Foreground], bool], timeout: float = 10
+) -> Foreground:
+    """Look until ``want`` holds; programs like gdb need a moment to reach their read."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = look()
+        if seen is not None and want(seen):
+            return seen
+        assert time.monotonic() < deadline, f"never satisfied; last look: {seen}"
+        await asyncio.sleep(0.01)
+
+
+async def test_foreground_group_follows_a_running_command(spawn: Spawn) -> None:
+    process = await spawn(BASH)
+    output = Output(process)
+    await output.wait_count(PROMPT, 1)
+    idle = await eventually(process.inspect_foreground, lambda f: f.input_waiting)
+    assert idle.process_group_id == process.pid
+    assert process.is_reading_terminal(process.pid)
+
+    await process.write("sleep 100\n")
+    busy = await eventually(process.inspect_foreground, lambda f: f.process_group_id != process.pid)
+    assert psutil.Process(busy.process_group_id).name() == "sleep"
+    assert not busy.input_waiting
+    assert process.foreground_pgid() == busy.process_group_id
+    assert not process.is_reading_terminal(process.pid)  # bash waits for sleep, not input
+
+
+async def test_sigint_ends_a_foreground_sleep(spawn: Spawn) -> None:
+    process = await spawn(BASH)
+    output = Output(process)
+    await output.wait_count(PROMPT, 1)
+    await process.write("sleep 100\n")
+    busy = await eventually(process.inspect_foreground, lambda f: f.process_group_id != process.pid)
+    sleeper = psutil.Process(busy.process_group_id)
+    assert process.signal_foreground("SIGINT") == busy.process_group_id
+    await output.wait_count(PROMPT, 2)
+    assert not sleeper.is_running()  # bash reaped it before printing the prompt
+    assert process.foreground_pgid() == process.pid
+
+
+async def test_sigkill_of_the_shell_is_refused(spawn: Spawn) -> None:
+    process = await spawn(BASH)
+    output = Output(process)
+    await output.wait_count(PROMPT, 1)
+    with pytest.raises(TerminalError) as caught:
+        process.signal_foreground("SIGKILL")
+    assert caught.value.code == "INVALID_ARGUMENT"
+    assert str(caught.value) == (
+        "refusing to SIGKILL the terminal shell; close the session instead"
+    )
+    assert not process.done.done()
+
+    # A learned shell group is protected the same way; a foreground job is not.
+    process.set_shell_process_group(process.pid)
+    await process.write("sleep 100\n")
+    busy = await eventually(process.inspect_foreground, lambda f: f.process_group_id != process.pid)
+    assert process.signal_foreground("SIGKILL") == busy.process_group_id
+    await output.wait_count(PROMPT, 2)
+
+
+@pytest.mark.parametrize("sig", ["SIGUSR1", "SIGSTOP", "9", "sigint", ""])
+async def test_unknown_signals_are_rejected(spawn: Spawn, sig: str) -> None:
+    process = await spawn(["sleep", "100"])
+    with pytest.raises(TerminalError) as caught:
+        process.signal_foreground(sig)
+    assert caught.value.code == "INVALID_ARGUMENT"
+
+
+async def test_no_foreground_after_exit(spawn: Spawn) -> None:
+    process = await spawn(["true"])
+    await asyncio.wait_for(asyncio.shield(process.done), 10)
+    assert process.inspect_foreground() is None
+    with pytest.raises(TerminalError) as caught:
+        process.signal_foreground("SIGINT")
+    assert caught.value.code == "NO_FOREGROUND"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        pytest.param([sys.executable, "-i", "-q"], id="python3-i-pselect6"),
+        pytest.param(["cat"], id="cat-read"),
+        pytest.param(["gdb", "-q", "-i=mi2"], id="gdb-mi-poll"),
+        pytest.param(["node", "-i"], id="node-epoll"),
+        pytest.param(BASH, id="bash-pselect6"),
+    ],
+)
+async def test_programs_waiting_for_input_are_seen(spawn: Spawn, argv: list[str]) -> None:
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed")
+    process = await spawn(argv)
+    Output(process)
+    seen = await eventually(process.inspect_foreground, lambda f: f.input_waiting, timeout=20)
+    assert seen.process_group_id == process.pid
+    assert not seen.input_hidden
+    assert process.is_reading_terminal(process.pid)
+
+
+async def test_password_prompt_on_dev_tty_is_seen_as_hidden_input(spawn: Spawn) -> None:
+    # getpass opens /dev/tty and reads fd 3 with echo off: not fd 0.
+    script = "import getpass; getpass.getpass('secret: ')"
+    process = await spawn([sys.executable, "-c", script])
+    output = Output(process)
+    await output.wait_count(b"secret: ", 1)
+    seen = await eventually(process.inspect_foreground, lambda f: f.input_waiting)
+    assert not seen.echo
+    assert seen.canonical
+    assert seen.input_hidden
+
+
+async def test_sleep_is_not_waiting_for_input(spawn: Spawn) -> None:
+    process = await spawn(["sleep", "100"])
+    await eventually(
+        lambda: process.inspect_foreground(),
+        lambda f: psutil.Process(process.pid).status() == psutil.STATUS_SLEEPING,
+    )
+    await asyncio.sleep(0.05)
+    seen = process.inspect_foreground()
+    assert seen is not None
+    assert seen.process_group_id == process.pid
+    assert not seen.input_waiting
+    assert not process.is_reading_terminal(process.pid)
+
+
+async def test_wake_count_moves_when_the_reader_wakes(spawn: Spawn) -> None:
+    process = await spawn(["cat"])
+    output = Output(process)
+    before = await eventually(process.inspect_foreground, lambda f: f.input_waiting)
+    await process.write("ping\n")
+    await output.wait_count(b"ping", 2)  # the echo and cat's copy
+    after = await eventually(process.inspect_foreground, lambda f: f.input_waiting)
+    assert after.process_group_id == before.process_group_id
+    assert after.wake_count != before.wake_count

@@ -1,0 +1,398 @@
+"""Sandbox policy, the mode fence, and bubblewrap confinement enforced by a real ``bwrap``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+from dsh_terminal_core.agents import Agent
+from dsh_terminal_core.errors import SandboxUnavailable, TerminalError
+from dsh_terminal_core.sandbox import (
+    BwrapConfig,
+    BwrapSandbox,
+    Policy,
+    SandboxMode,
+    SandboxPolicyConfig,
+    SandboxPolicyService,
+)
+
+LOCKED_MESSAGE = (
+    "cannot change sandbox mode from workspace-write to read-only while persistent "
+    "terminal sessions are open or being created; close them first"
+)
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> BwrapSandbox:
+    box = BwrapSandbox(BwrapConfig())
+    if not box.available():
+        pytest.skip(f"bwrap cannot run here: {box.unavailable_reason}")
+    return box
+
+
+@pytest.fixture
+def area() -> Iterator[Path]:
+    """A workspace and its sibling outside /tmp, since workspace-write makes /tmp writable."""
+    base = Path(tempfile.mkdtemp(prefix="dsh-sandbox-", dir="/var/tmp"))
+    (base / "ws").mkdir()
+    (base / "sibling").mkdir()
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def run_in(box: BwrapSandbox, policy: Policy, script: str) -> subprocess.CompletedProcess[str]:
+    argv = box.confine(["bash", "-c", script], policy)
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=30, check=False, stdin=subprocess.DEVNULL
+    )
+
+
+def unique(name: str) -> str:
+    return f"dsh-sandbox-{name}-{uuid.uuid4().hex}"
+
+
+# --- bubblewrap enforcement ---------------------------------------------------------------
+
+
+@pytest.mark.bwrap
+def test_read_only_blocks_every_host_write(sandbox: BwrapSandbox, area: Path) -> None:
+    ws = area / "ws"
+    policy = Policy(SandboxMode.READ_ONLY, str(ws))
+    targets = [ws / unique("ws"), Path("/root") / unique("root"), Path("/var/tmp") / unique("v")]
+    try:
+        for target in targets:
+            done = run_in(sandbox, policy, f"echo hi > {target}")
+            assert done.returncode != 0, target
+            assert "Read-only file system" in done.stderr, (target, done.stderr)
+            assert not target.exists(), target
+    finally:
+        for target in targets:
+            target.unlink(missing_ok=True)
+
+
+@pytest.mark.bwrap
+def test_read_only_tmp_is_private_and_never_reaches_the_host(
+    sandbox: BwrapSandbox, area: Path
+) -> None:
+    policy = Policy(SandboxMode.READ_ONLY, str(area / "ws"))
+    marker = Path("/tmp") / unique("host")
+    marker.write_text("host")
+    inner = Path("/tmp") / unique("inner")
+    try:
+        # Scratch space works inside, starts empty, and is gone from the host's view.
+        done = run_in(sandbox, policy, f"test ! -e {marker} && echo x > {inner} && cat {inner}")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == "x\n"
+        assert not inner.exists()
+    finally:
+        marker.unlink(missing_ok=True)
+        inner.unlink(missing_ok=True)
+
+
+@pytest.mark.bwrap
+def test_read_only_still_reads_the_host(sandbox: BwrapSandbox, area: Path) -> None:
+    (area / "ws" / "notes.txt").write_text("workspace data\n")
+    policy = Policy(SandboxMode.READ_ONLY, str(area / "ws"))
+    done = run_in(sandbox, policy, f"cat /etc/hostname && cat {area}/ws/notes.txt")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == Path("/etc/hostname").read_text() + "workspace data\n"
+
+
+@pytest.mark.bwrap
+def test_read_only_keeps_a_workspace_under_tmp_visible(
+    sandbox: BwrapSandbox, tmp_path: Path
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("kept\n")
+    policy = Policy(SandboxMode.READ_ONLY, str(ws))
+    done = run_in(sandbox, policy, f"cat {ws}/notes.txt; echo y > {ws}/new")
+    assert done.stdout == "kept\n"
+    assert done.returncode != 0
+    assert "Read-only file system" in done.stderr
+    assert not (ws / "new").exists()
+
+
+@pytest.mark.bwrap
+def test_workspace_write_writes_only_workspace_and_tmp(sandbox: BwrapSandbox, area: Path) -> None:
+    ws = area / "ws"
+    policy = Policy(SandboxMode.WORKSPACE_WRITE, str(ws))
+    in_tmp = Path("/tmp") / unique("tmp")
+    try:
+        done = run_in(sandbox, policy, f"echo inside > {ws}/made.txt && echo t > {in_tmp}")
+        assert done.returncode == 0, done.stderr
+        assert (ws / "made.txt").read_text() == "inside\n"
+        assert in_tmp.read_text() == "t\n"
+    finally:
+        in_tmp.unlink(missing_ok=True)
+    for target in (area / "sibling" / "f", Path("/usr") / unique("usr"), area / "f"):
+        done = run_in(sandbox, policy, f"echo no > {target}")
+        assert done.returncode != 0, target
+        assert "Read-only file system" in done.stderr, (target, done.stderr)
+        assert not target.exists(), target
+
+
+@pytest.mark.bwrap
+def test_confined_shell_keeps_cwd_and_host_pids(sandbox: BwrapSandbox, area: Path) -> None:
+    ws = area / "ws"
+    policy = Policy(SandboxMode.WORKSPACE_WRITE, str(ws))
+    argv = sandbox.confine(["bash", "-c", "pwd; echo $$; read -r _ || true"], policy)
+    with subprocess.Popen(
+        argv, cwd=ws, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as shell:
+        assert shell.stdout is not None and shell.stdin is not None
+        try:
+            assert shell.stdout.readline() == f"{ws}\n"
+            # The pid the shell reports is the host pid of bwrap's child: no private pid
+            # namespace, so the provider can inspect and signal it from outside.
+            inner_pid = int(shell.stdout.readline())
+            assert inner_pid in {p.pid for p in psutil.Process(shell.pid).children()}
+            assert psutil.Process(inner_pid).name() == "bash"
+        finally:
+            shell.stdin.close()
+            assert shell.wait(timeout=10) == 0
+
+
+@pytest.mark.bwrap
+def test_confine_argv_shape(sandbox: BwrapSandbox, area: Path) -> None:
+    argv = ["/bin/bash", "--noprofile", "--norc", "-i"]
+    confined = sandbox.confine(argv, Policy(SandboxMode.WORKSPACE_WRITE, str(area / "ws")))
+    assert confined[0] == sandbox.executable
+    assert os.path.isabs(confined[0])
+    assert confined[-5:] == ["--", *argv]
+    assert "--die-with-parent" in confined
+    for forbidden in ("--new-session", "--unshare-pid", "--unshare-all", "--unshare-net"):
+        assert forbidden not in confined
+
+
+@pytest.mark.bwrap
+def test_die_with_parent_kills_the_sandboxed_command(sandbox: BwrapSandbox, area: Path) -> None:
+    argv = sandbox.confine(["sleep", "1000"], Policy(SandboxMode.WORKSPACE_WRITE, str(area / "ws")))
+    parent_code = (
+        "import json, subprocess, sys\n"
+        "child = subprocess.Popen(json.loads(sys.argv[1]))\n"
+        "print(child.pid, flush=True)\n"
+        "child.wait()\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", parent_code, json.dumps(argv)], stdout=subprocess.PIPE, text=True
+    )
+    watched: list[psutil.Process] = []
+    try:
+        assert parent.stdout is not None
+        bwrap = psutil.Process(int(parent.stdout.readline()))
+        watched.append(bwrap)
+        deadline = time.monotonic() + 10
+        sleeper: psutil.Process | None = None
+        while sleeper is None and time.monotonic() < deadline:
+            sleeper = next((p for p in bwrap.children(recursive=True) if p.name() == "sleep"), None)
+            if sleeper is None:
+                time.sleep(0.01)
+        assert sleeper is not None, "the sandboxed sleep never started"
+        watched.append(sleeper)
+
+        parent.kill()
+        parent.wait(timeout=10)
+
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and any(_alive(p) for p in watched):
+            time.sleep(0.02)
+        assert not any(_alive(p) for p in watched), "sandboxed process outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait(timeout=10)
+        if parent.stdout is not None:
+            parent.stdout.close()
+        for proc in watched:
+            if _alive(proc):
+                proc.kill()  # psutil re-checks the start time, so never a reused pid
+
+
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+
+
+# --- availability ---------------------------------------------------------------------------
+
+
+def test_danger_full_access_returns_argv_unchanged() -> None:
+    box = BwrapSandbox(BwrapConfig(bwrap_path="/nonexistent/bwrap"))
+    argv = ("bash", "-i")
+    confined = box.confine(argv, Policy(SandboxMode.DANGER_FULL_ACCESS, "/"))
+    assert confined == ["bash", "-i"]
+    assert isinstance(confined, list)
+
+
+@pytest.mark.parametrize("mode", [SandboxMode.READ_ONLY, SandboxMode.WORKSPACE_WRITE])
+def test_missing_bwrap_refuses_confined_modes(mode: SandboxMode) -> None:
+    box = BwrapSandbox(BwrapConfig(bwrap_path="/nonexistent/bwrap"))
+    assert box.available() is False
+    assert box.executable is None
+    assert "/nonexistent/bwrap" in (box.unavailable_reason or "")
+    with pytest.raises(SandboxUnavailable) as caught:
+        box.confine(["bash"], Policy(mode, "/"))
+    message = str(caught.value)
+    assert caught.value.code == "SANDBOX_UNAVAILABLE"
+    assert isinstance(caught.value, TerminalError)
+    assert f"sandbox mode '{mode.value}'" in message
+    assert "install bubblewrap (e.g. apt-get install bubblewrap)" in message
+    assert "choose sandbox mode 'danger-full-access' explicitly" in message
+
+
+def test_bwrap_that_cannot_create_namespaces_is_unavailable(tmp_path: Path) -> None:
+    fake = tmp_path / "bwrap"
+    fake.write_text(
+        "#!/bin/sh\necho 'bwrap: No permissions to create a new namespace' >&2\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    box = BwrapSandbox(BwrapConfig(bwrap_path=str(fake)))
+    assert box.available() is False
+    reason = box.unavailable_reason or ""
+    assert "No permissions to create a new namespace" in reason
+    with pytest.raises(SandboxUnavailable, match="No permissions to create a new namespace"):
+        box.confine(["bash"], Policy(SandboxMode.READ_ONLY, "/"))
+
+
+def test_bwrap_missing_from_path(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    box = BwrapSandbox()
+    assert not box.available()
+    assert box.unavailable_reason == "it was not found on PATH"
+
+
+@pytest.mark.bwrap
+def test_confine_rejects_a_vanished_workspace(sandbox: BwrapSandbox, tmp_path: Path) -> None:
+    with pytest.raises(TerminalError) as caught:
+        sandbox.confine(["bash"], Policy(SandboxMode.WORKSPACE_WRITE, str(tmp_path / "gone")))
+    assert caught.value.code == "INVALID_ARGUMENT"
+
+
+def test_confine_rejects_empty_argv() -> None:
+    with pytest.raises(TerminalError) as caught:
+        BwrapSandbox().confine([], Policy(SandboxMode.DANGER_FULL_ACCESS, "/"))
+    assert caught.value.code == "INVALID_ARGUMENT"
+
+
+# --- policy ---------------------------------------------------------------------------------
+
+
+def test_default_is_workspace_write_over_cwd(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    service = SandboxPolicyService(SandboxPolicyConfig())
+    policy = service.resolve(Agent("a"))
+    assert policy == Policy(SandboxMode.WORKSPACE_WRITE, os.path.realpath(tmp_path))
+    assert policy.confined
+    assert service.default == policy
+
+
+def test_configured_mode_and_root(tmp_path: Path) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    config = SandboxPolicyConfig(mode="read-only", workspace_root=str(tmp_path / "link"))
+    assert config.mode is SandboxMode.READ_ONLY
+    assert config.workspace_root == os.path.realpath(tmp_path / "real")
+    policy = SandboxPolicyService(config).resolve(Agent("a"))
+    assert policy.mode is SandboxMode.READ_ONLY
+    assert policy.workspace_root == config.workspace_root
+    assert not Policy(SandboxMode.DANGER_FULL_ACCESS, "/").confined
+
+
+def test_override_is_per_owner_object(tmp_path: Path) -> None:
+    service = SandboxPolicyService(SandboxPolicyConfig(workspace_root=str(tmp_path)))
+    first, namesake = Agent("same"), Agent("same")
+    assert service.set_mode(first, "read-only").mode is SandboxMode.READ_ONLY
+    assert service.resolve(first) == Policy(SandboxMode.READ_ONLY, str(tmp_path))
+    assert service.resolve(namesake).mode is SandboxMode.WORKSPACE_WRITE
+    service.forget(first)
+    assert service.resolve(first).mode is SandboxMode.WORKSPACE_WRITE
+    service.forget(first)  # harmless twice
+
+
+def test_mode_fence(tmp_path: Path) -> None:
+    busy: set[int] = set()
+    asked: list[Agent] = []
+
+    def activity(owner: Agent) -> bool:
+        asked.append(owner)
+        return id(owner) in busy
+
+    service = SandboxPolicyService(SandboxPolicyConfig(workspace_root=str(tmp_path)))
+    service.set_activity_probe(activity)
+    agent = Agent("a")
+    busy.add(id(agent))
+
+    with pytest.raises(TerminalError) as caught:
+        service.set_mode(agent, SandboxMode.READ_ONLY)
+    assert caught.value.code == "SANDBOX_MODE_LOCKED"
+    assert str(caught.value) == LOCKED_MESSAGE
+    assert asked[-1] is agent
+    assert service.resolve(agent).mode is SandboxMode.WORKSPACE_WRITE
+
+    # Re-asserting the effective mode is always allowed, even with sessions open.
+    assert service.set_mode(agent, "workspace-write").mode is SandboxMode.WORKSPACE_WRITE
+
+    busy.clear()
+    assert service.set_mode(agent, "read-only").mode is SandboxMode.READ_ONLY
+    busy.add(id(agent))
+    assert service.set_mode(agent, "read-only").mode is SandboxMode.READ_ONLY
+    with pytest.raises(TerminalError, match="from read-only to danger-full-access"):
+        service.set_mode(agent, "danger-full-access")
+
+
+def test_activity_probe_from_constructor(tmp_path: Path) -> None:
+    service = SandboxPolicyService(
+        SandboxPolicyConfig(workspace_root=str(tmp_path)), activity=lambda owner: True
+    )
+    with pytest.raises(TerminalError, match="close them first"):
+        service.set_mode(Agent("a"), "danger-full-access")
+
+
+def test_set_mode_rejects_unknown_mode(tmp_path: Path) -> None:
+    service = SandboxPolicyService(SandboxPolicyConfig(workspace_root=str(tmp_path)))
+    with pytest.raises(TerminalError) as caught:
+        service.set_mode(Agent("a"), "full")
+    assert caught.value.code == "INVALID_ARGUMENT"
+    assert "'danger-full-access'" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"mode": "bogus"}, "'read-only', 'workspace-write', 'danger-full-access'"),
+        ({"mode": 3}, "sandbox mode must be one of"),
+        ({"workspace_root": "relative/dir"}, "absolute path"),
+        ({"workspace_root": "/nonexistent/dsh-workspace"}, "does not exist"),
+        ({"workspace_root": ""}, "non-empty"),
+    ],
+)
+def test_config_validation(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        SandboxPolicyConfig(**kwargs)  # type: ignore[arg-type]
+
+
+def test_policy_requires_absolute_root() -> None:
+    with pytest.raises(ValueError, match="absolute"):
+        Policy(SandboxMode.READ_ONLY, "ws")
+
+
+def test_bwrap_config_validation() -> None:
+    with pytest.raises(ValueError, match="bwrap_path"):
+        BwrapConfig(bwrap_path="")

@@ -1,0 +1,101 @@
+"""Tool registry: schema validation before execute, error rendering, final-text bound."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dsh_terminal_core.agents import Agent
+from dsh_terminal_core.errors import TerminalError
+from dsh_terminal_core.tools import Tool, ToolExec, ToolRegistry
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "sessionId": {"type": "string"},
+        "count": {"type": "integer", "minimum": 1, "maximum": 10},
+        "signal": {"type": "string", "enum": ["SIGINT", "SIGTERM"]},
+    },
+    "required": ["sessionId"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture
+def registry() -> tuple[ToolRegistry, list[dict[str, Any]]]:
+    calls: list[dict[str, Any]] = []
+    reg = ToolRegistry()
+
+    async def execute(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        calls.append(args)
+        if args["sessionId"] == "foreign":
+            raise TerminalError("session pty-9 belongs to another agent", "FOREIGN_SESSION")
+        if args["sessionId"] == "crash":
+            raise KeyError("boom")
+        return {"ok": True, "agent": exec_.agent.id}
+
+    reg.register(
+        Tool(
+            name="probe",
+            description="d",
+            parameters=SCHEMA,
+            execute=execute,
+            render=lambda args, value: f"ok for {value['agent']}",
+            finalize=lambda text: text[:120],
+        )
+    )
+    return reg, calls
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({}, "missing required argument 'sessionId'"),
+        ({"sessionId": "x", "bogus": 1}, "unknown argument 'bogus'"),
+        ({"sessionId": 5}, "argument 'sessionId' must be of type string, got integer"),
+        ({"sessionId": "x", "count": True}, "argument 'count' must be of type integer, got boolean"),
+        ({"sessionId": "x", "count": 0}, "argument 'count' must be >= 1, got 0"),
+        ({"sessionId": "x", "count": 11}, "argument 'count' must be <= 10, got 11"),
+        ({"sessionId": "x", "signal": "SIGKIL"}, "argument 'signal' must be one of 'SIGINT', 'SIGTERM'"),
+        ([1, 2], "arguments must be a JSON object, got array"),
+    ],
+)
+async def test_invalid_arguments_are_rejected_before_execute(
+    registry: tuple[ToolRegistry, list[dict[str, Any]]], args: object, message: str
+) -> None:
+    reg, calls = registry
+    result = await reg.call("probe", args, ToolExec(agent=Agent("a")))
+    assert result.is_error
+    assert result.text.startswith("error [INVALID_ARGUMENT]: ")
+    assert message in result.text
+    assert calls == []
+
+
+async def test_success_renders_and_finalizes(registry: tuple[ToolRegistry, list[dict[str, Any]]]) -> None:
+    reg, _ = registry
+    name = "agent-" + "x" * 200
+    result = await reg.call("probe", {"sessionId": "x"}, ToolExec(agent=Agent(name)))
+    assert not result.is_error
+    assert result.value == {"ok": True, "agent": name}
+    assert result.text == f"ok for {name}"[:120]  # bounded by the tool's finalize
+
+
+async def test_errors_carry_stable_codes(registry: tuple[ToolRegistry, list[dict[str, Any]]]) -> None:
+    reg, _ = registry
+    foreign = await reg.call("probe", {"sessionId": "foreign"}, ToolExec(agent=Agent("a")))
+    assert foreign.is_error and foreign.text.startswith("error [FOREIGN_SESSION]: session pty-9")
+    crash = await reg.call("probe", {"sessionId": "crash"}, ToolExec(agent=Agent("a")))
+    assert crash.is_error and crash.text.startswith("error [INTERNAL]: KeyError")
+    unknown = await reg.call("nope", {}, ToolExec(agent=Agent("a")))
+    assert unknown.is_error and unknown.text == "error [UNKNOWN_TOOL]: no tool named 'nope'"
+
+
+async def test_duplicate_tool_name_is_refused_and_unregister_works(
+    registry: tuple[ToolRegistry, list[dict[str, Any]]],
+) -> None:
+    reg, _ = registry
+    tool = reg.get("probe")
+    with pytest.raises(Exception, match="already registered"):
+        reg.register(tool)
+    assert reg.schemas()[0]["name"] == "probe"

@@ -1,0 +1,35 @@
+"""Shared helpers for tests that drive real terminals through the harness."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from dsh_terminal_core.agents import Agent
+from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.terminals import SendRequest, SendResult, SpawnRequest
+
+
+def full_access(workspace: str | None = None, **sections: Mapping[str, Any]) -> dict[str, Any]:
+    """Harness config running shells unconfined (tests of the sandbox opt in to bwrap)."""
+    policy: dict[str, Any] = {"mode": "danger-full-access"}
+    if workspace is not None:
+        policy["workspace_root"] = workspace
+    return {"sandbox-policy": policy, **sections}
+
+
+@contextlib.asynccontextmanager
+async def harness(config: Mapping[str, Any] | None = None) -> AsyncIterator[Harness]:
+    async with Harness(config=dict(config or full_access())) as h:
+        yield h
+
+
+async def open_shell(h: Harness, agent: Agent, name: str | None = None) -> str:
+    result = await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", name=name))
+    return str(result.session_id)
+
+
+async def send(h: Harness, agent: Agent, session_id: str, text: str, submit: bool = True) -> SendResult:
+    op = h.ctx.terminals.start_send(agent, session_id, SendRequest(text=text, submit=submit))
+    return await op.done  # type: ignore[no-any-return]
