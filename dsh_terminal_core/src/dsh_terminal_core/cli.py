@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import enum
 import sys
 from collections.abc import Sequence
 
@@ -29,12 +30,20 @@ async def _plugins_report() -> str:
             injects = list(info.inject) + [f"{k} (optional)" for k in info.optional_inject]
             lines.append(f"  injects:  {', '.join(injects) or '-'}")
             if info.config is not None:
-                keys = ", ".join(f"{a.name}={a.default!r}" for a in attrs.fields(info.config))
+                keys = ", ".join(f"{a.name}={_shown(a.default)}" for a in attrs.fields(info.config))
                 lines.append(f"  config:   {keys}")
             lines.append(f"  tools:    {', '.join(by_plugin.get(info.name, [])) or '-'}")
             lines.append("")
         lines.append("harness built-ins: ctx.tools, ctx.system_prompt")
         return "\n".join(lines)
+
+
+def _shown(default: object) -> str:
+    if isinstance(default, enum.Enum):
+        return repr(default.value)
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return "(computed)"
+    return repr(default)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,6 +86,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return 0  # the reader (e.g. `| head`) went away; nothing left to say
     return 2
 
 
