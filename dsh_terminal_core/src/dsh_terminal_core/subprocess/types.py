@@ -25,11 +25,15 @@ def _positive(_inst: object, attribute: attrs.Attribute[int], value: int) -> Non
         raise ValueError(f"{attribute.name} must be a positive integer, got {value!r}")
 
 
+def _to_tuple(argv: Sequence[str]) -> tuple[str, ...]:
+    return tuple(argv)
+
+
 @attrs.frozen(kw_only=True)
 class TerminalSpawnSpec:
     """How to start a process on a fresh PTY."""
 
-    argv: Sequence[str] = attrs.field(converter=tuple)
+    argv: tuple[str, ...] = attrs.field(converter=_to_tuple)
     cwd: str | None = None
     env: Mapping[str, str] = attrs.field(factory=dict)
     rows: int = attrs.field(default=40, validator=_positive)

@@ -1,0 +1,105 @@
+"""Values the ``ctx.pty`` facade returns, and the one optional capability it needs.
+
+Each value has ``to_wire()`` giving the camelCase JSON the ``pty_*`` tools return, so
+the tools and the facade cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import attrs
+
+from dsh_terminal_core.cancel import Cancellation
+from dsh_terminal_core.terminals import (
+    BackendSession,
+    SendOperation,
+    SendRequest,
+    SessionStatus,
+    SpawnRequest,
+    SpawnResult,
+)
+
+if TYPE_CHECKING:
+    from dsh_terminal_core.agents import Agent
+
+__all__ = ["LineTailSession", "PtyOpened", "PtyRegistry", "PtySent", "PtyTail"]
+
+
+class PtyRegistry(Protocol):
+    """The part of ``ctx.terminals`` the facade uses; a test may inject any object with it.
+
+    Every method authorizes ``owner`` by identity and raises ``TerminalError`` with
+    ``NO_SESSION`` or ``FOREIGN_SESSION`` for an id the owner cannot use.
+    """
+
+    async def spawn(
+        self, owner: Agent, request: SpawnRequest, cancel: Cancellation | None = None
+    ) -> SpawnResult: ...
+
+    def start_send(self, owner: Agent, session_id: str, request: SendRequest) -> SendOperation: ...
+
+    def get_session(self, owner: Agent, session_id: str) -> BackendSession: ...
+
+    async def kill(self, owner: Agent, session_id: str, reason: str) -> bool: ...
+
+
+@runtime_checkable
+class LineTailSession(Protocol):
+    """A backend session that can hand out its complete lines from a line cursor.
+
+    This is an optional capability beyond :class:`~dsh_terminal_core.terminals.BackendSession`:
+    the registry's ``read`` pages lines but includes the line still being written, so an
+    incremental tail built on it would either resend that line or cut it in half. The
+    bash backend's sessions implement it. Lines are numbered absolutely from the start of
+    the session, so a cursor stays valid when the backend trims old output.
+    """
+
+    def complete_lines_since(self, cursor: int) -> tuple[list[str], int]:
+        """Return the retained complete lines numbered ``cursor`` and later, and the next cursor.
+
+        Lines already trimmed are skipped; the returned lines are contiguous and end just
+        before the next cursor, so ``next - cursor - len(lines)`` lines were lost.
+        """
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class PtyOpened:
+    """A started session: its id, the pid of its terminal process, and its first output."""
+
+    session_id: str
+    pid: int
+    status: SessionStatus
+    initial_output: str
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "sessionId": self.session_id,
+            "pid": self.pid,
+            "status": self.status.to_wire(),
+            "initialOutput": self.initial_output,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class PtySent:
+    """The output read while a write settled, and the session's status after it."""
+
+    delta: str
+    status: SessionStatus
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"delta": self.delta, "status": self.status.to_wire()}
+
+
+@attrs.frozen(kw_only=True)
+class PtyTail:
+    """New complete lines; ``truncated`` when older new lines were skipped or trimmed."""
+
+    text: str
+    lines: int
+    truncated: bool
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"text": self.text, "lines": self.lines, "truncated": self.truncated}

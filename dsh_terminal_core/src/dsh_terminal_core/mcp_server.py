@@ -1,0 +1,565 @@
+"""``dsh-terminal mcp``: every registered tool, served over the Model Context Protocol on stdio.
+
+One process serves one client connection, so it runs one harness and one agent. Each
+tool the harness lists (``h.tool_schemas()``) is offered with its JSON schema and
+description passed through verbatim (the SDK's low-level server, so nothing is re-derived
+from Python signatures). A call returns the tool's bounded model-facing text as MCP text
+content and its JSON value as structured content; a failed call is an MCP tool error
+whose text is ``error [CODE]: message``.
+
+Lifetime. The connection ends when the client closes our stdin, when stdout breaks, or on
+SIGTERM, SIGINT or SIGHUP. Each way ends the same: in-flight calls are cancelled, the
+agent is disposed (every session it opened is torn down, whole process tree), the
+harness is closed, and :func:`serve` returns 0. A second signal during that shutdown
+SIGKILLs every live session at once and exits 1, for an operator who cannot wait.
+
+If the server itself is SIGKILLed nothing here runs. Each shell leads its own session on
+its own PTY, whose master only this process holds; the kernel closes the master when the
+process dies, which hangs up the terminal: the shell receives SIGHUP and, being
+interactive, hangs up its jobs before it exits. Programs that ignore SIGHUP (``nohup``,
+``setsid``) are outside that net. Confined shells also have bubblewrap's
+``--die-with-parent``.
+
+The protocol owns stdout. While serving, fd 1 points at stderr and fd 0 at ``/dev/null``,
+so a stray ``print`` or a child that inherits them cannot corrupt or steal the stream;
+logs go to stderr. The wire is read and written on private duplicates by daemon threads,
+so a shutdown never waits for a client that neither writes nor reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import importlib.metadata
+import json
+import logging
+import os
+import queue
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from .agents import Agent
+from .errors import DisposeError, DshError
+from .harness import Harness
+from .subprocess import hostexit
+
+if TYPE_CHECKING:
+    import mcp_types
+    from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+    from mcp.server import ServerRequestContext
+    from mcp.server.lowlevel import Server
+    from mcp.shared.message import SessionMessage
+
+__all__ = ["ENV_SANDBOX_MODE", "ENV_WORKSPACE_ROOT", "McpServerError", "build_config", "serve"]
+
+ENV_SANDBOX_MODE = "DSH_SANDBOX_MODE"
+ENV_WORKSPACE_ROOT = "DSH_WORKSPACE_ROOT"
+
+SERVER_NAME = "dsh-terminal"
+AGENT_ID = "mcp-client"
+
+_SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")
+_INSTALL_HINT = (
+    "dsh-terminal mcp needs the MCP SDK, which is an optional extra: "
+    "pip install 'dsh-terminal-core[mcp]'"
+)
+_READ_CHUNK = 64 * 1024
+# Bounds on the parts of shutdown that depend on the client or on plugins rather than on
+# our own teardown (which has its own TERM->KILL grace).
+_CANCEL_WAIT_S = 5.0
+_FLUSH_WAIT_S = 1.0
+_SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+
+
+class McpServerError(DshError):
+    """The server could not start: a bad config file, flag or environment value."""
+
+    code = "INVALID_CONFIG"
+
+
+# -- configuration ---------------------------------------------------------------------
+
+
+def build_config(
+    config_path: str | None,
+    sandbox: str | None,
+    workspace: str | None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Return the harness config: the file's sections, then env, then flags on top.
+
+    The sandbox mode and workspace root land in the ``sandbox-policy`` section; a flag
+    wins over its environment variable (``DSH_SANDBOX_MODE``, ``DSH_WORKSPACE_ROOT``),
+    and both win over the file. A relative workspace is resolved against the current
+    directory, because MCP clients start servers from directories users do not see.
+
+    Raises:
+        McpServerError: the file is unreadable, not JSON, not an object of objects, or
+            the sandbox mode is not one of the three modes.
+    """
+    environ = os.environ if environ is None else environ
+    config = _read_config_file(config_path) if config_path else {}
+    policy = dict(config.get("sandbox-policy", {}))
+    mode = sandbox or environ.get(ENV_SANDBOX_MODE) or None
+    if mode is not None:
+        if mode not in _SANDBOX_MODES:
+            origin = "--sandbox" if sandbox else ENV_SANDBOX_MODE
+            raise McpServerError(
+                f"{origin}={mode!r} is not a sandbox mode; use one of {', '.join(_SANDBOX_MODES)}"
+            )
+        policy["mode"] = mode
+    root = workspace or environ.get(ENV_WORKSPACE_ROOT) or None
+    if root is not None:
+        policy["workspace_root"] = os.path.abspath(os.path.expanduser(root))
+    if policy:
+        config["sandbox-policy"] = policy
+    return config
+
+
+def _read_config_file(path: str) -> dict[str, dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except OSError as exc:
+        raise McpServerError(f"cannot read config file {path!r}: {exc.strerror or exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise McpServerError(f"config file {path!r} is not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise McpServerError(
+            f"config file {path!r} must hold a JSON object of plugin sections, "
+            f'e.g. {{"terminal-bash": {{"timeout_ms": 60000}}}}'
+        )
+    for section, value in data.items():
+        if not isinstance(value, dict):
+            raise McpServerError(
+                f"config file {path!r}: section {section!r} must be a JSON object, "
+                f"got {type(value).__name__}"
+            )
+    return data
+
+
+def sandbox_warning(harness: Harness, agent: Agent) -> str | None:
+    """Say why ``terminal_open`` will fail for ``agent``, or return ``None`` when it can work.
+
+    The harness opens shells lazily, so an unusable sandbox is not a startup error: the
+    server still serves ``pty_*`` and job tools and every call explains itself. But the
+    operator who starts the server should hear about it once, up front, with the fix.
+    """
+    ctx = harness.ctx
+    if not ctx.has("sandbox_policy"):
+        return None
+    policy = ctx.sandbox_policy.resolve(agent)
+    if not policy.confined:
+        return None
+    reason: str | None
+    if not ctx.has("sandbox"):
+        reason = "no sandbox plugin is loaded"
+    else:
+        available = getattr(ctx.sandbox, "available", None)
+        if not callable(available) or available():
+            return None
+        reason = getattr(ctx.sandbox, "unavailable_reason", None) or "it is not usable here"
+    return (
+        f"sandbox mode '{policy.mode.value}' confines shells with bubblewrap, but {reason}; "
+        "terminal_open will fail until you install bubblewrap (e.g. apt-get install "
+        "bubblewrap) or start the server with --sandbox danger-full-access "
+        f"(or {ENV_SANDBOX_MODE}=danger-full-access)"
+    )
+
+
+# -- entry point -----------------------------------------------------------------------
+
+
+def serve(config_path: str | None, sandbox: str | None, workspace: str | None) -> int:
+    """Serve every registered tool to one MCP client on stdin/stdout; return the exit code.
+
+    Returns 0 after a clean end (client disconnect or a shutdown signal), 1 when the
+    server failed or could not close every session, and 2 when it could not start (the
+    ``mcp`` extra is missing, or the config, flags or environment are invalid).
+    """
+    try:
+        import mcp.server.lowlevel  # noqa: F401
+    except ImportError:
+        print(f"dsh-terminal: {_INSTALL_HINT}", file=sys.stderr)
+        return 2
+    _configure_logging()
+    try:
+        config = build_config(config_path, sandbox, workspace)
+    except McpServerError as exc:
+        log.error("%s", exc.message)
+        return 2
+    try:
+        return asyncio.run(_serve(config))
+    except DshError as exc:
+        log.error("cannot start: error [%s]: %s", exc.code, exc.message)
+        return 2
+
+
+def _configure_logging() -> None:
+    """Send logs to stderr, unless the host already configured logging."""
+    ours = logging.getLogger(__name__.rsplit(".", 1)[0])
+    if ours.level == logging.NOTSET:
+        ours.setLevel(logging.INFO)
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("dsh-terminal mcp: %(levelname)s: %(message)s"))
+    root.addHandler(handler)
+
+
+async def _serve(config: Mapping[str, Mapping[str, Any]]) -> int:
+    stop = _Stop()
+    async with Harness(config=config) as harness:
+        agent = harness.create_agent(AGENT_ID)
+        _announce(harness, agent)
+        server = _build_server(harness, agent)
+        status = 0
+        with stop.installed(asyncio.get_running_loop()):
+            try:
+                async with _StdioWire() as wire:
+                    wire.on_broken = lambda: stop.request("the client stopped reading stdout")
+                    await _run_until_stopped(server, wire, stop)
+            except Exception:
+                log.exception("the MCP connection failed")
+                status = 1
+            log.info("%s; closing every session", stop.reason or "the client disconnected")
+            try:
+                await agent.dispose()
+                await harness.aclose()
+            except DisposeError as exc:
+                log.error("shutdown left failures: %s", _describe(exc))
+                return 1
+    log.info("all sessions closed; exiting")
+    return status
+
+
+def _announce(harness: Harness, agent: Agent) -> None:
+    tools = [schema["name"] for schema in harness.tool_schemas()]
+    where = ""
+    if harness.ctx.has("sandbox_policy"):
+        policy = harness.ctx.sandbox_policy.resolve(agent)
+        where = f"; sandbox mode {policy.mode.value}, workspace {policy.workspace_root}"
+    log.info("serving %d tools on stdio (%s)%s", len(tools), ", ".join(tools), where)
+    warning = sandbox_warning(harness, agent)
+    if warning is not None:
+        log.warning("%s", warning)
+
+
+def _describe(exc: BaseException) -> str:
+    parts = getattr(exc, "exceptions", None) or getattr(exc, "errors", None)
+    if parts:
+        return "; ".join(_describe(part) for part in parts)
+    return f"{type(exc).__name__}: {exc}"
+
+
+# -- the MCP surface -------------------------------------------------------------------
+
+
+def _build_server(harness: Harness, agent: Agent) -> Server[Any]:
+    """Build the low-level SDK server whose two handlers forward to ``harness`` as ``agent``."""
+    import mcp_types as types
+    from mcp.server.lowlevel import Server
+
+    async def list_tools(
+        _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=schema["name"],
+                    description=schema["description"],
+                    input_schema=dict(schema["parameters"]),
+                )
+                for schema in harness.tool_schemas()
+            ]
+        )
+
+    async def call_tool(
+        _ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        # Cancellation by the client arrives as task cancellation, which the tools
+        # already honour (a send in flight is interrupted and its reservation released).
+        result = await harness.call_tool(agent, params.name, dict(params.arguments or {}))
+        return to_call_result(result.text, result.value, result.is_error, _notices(agent))
+
+    return Server(
+        SERVER_NAME,
+        version=_version(),
+        instructions=harness.system_prompt() or None,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def to_call_result(
+    text: str, value: object, is_error: bool, notices: list[str] | None = None
+) -> mcp_types.CallToolResult:
+    """Map one tool result onto MCP: text content, structured content, the error flag.
+
+    Structured content must be a JSON object in MCP, so other values (lists, strings)
+    travel only as text. Notices queued for the agent since its previous call (a
+    background job finished) follow as a second text block: an MCP client has no other
+    way to show them to the model, and keeping them separate leaves the tool's own text
+    exactly as the tool bounded it.
+    """
+    import mcp_types as types
+
+    content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
+    if notices:
+        content.append(types.TextContent(type="text", text="\n".join(notices)))
+    return types.CallToolResult(
+        content=content,
+        structured_content=value if isinstance(value, dict) else None,
+        is_error=is_error,
+    )
+
+
+def _notices(agent: Agent) -> list[str]:
+    return [f"[notice] {notice.text}" for notice in agent.drain_notices()]
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("dsh-terminal-core")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
+
+
+# -- lifetime --------------------------------------------------------------------------
+
+
+class _Stop:
+    """Why the connection should end, set once by a signal or by the wire."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.reason: str | None = None
+
+    def request(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self.event.set()
+
+    def _on_signal(self, signum: int) -> None:
+        name = signal.Signals(signum).name
+        if not self.event.is_set():
+            self.request(f"received {name}")
+            return
+        # The operator asked twice: do not wait for graceful teardown any longer.
+        log.warning("received %s during shutdown; killing every session now", name)
+        hostexit.kill_all_sync()
+        sys.stderr.flush()
+        os._exit(1)
+
+    @contextlib.contextmanager
+    def installed(self, loop: asyncio.AbstractEventLoop) -> Iterator[_Stop]:
+        installed: list[signal.Signals] = []
+        try:
+            for signum in _SHUTDOWN_SIGNALS:
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.add_signal_handler(signum, self._on_signal, signum)
+                    installed.append(signum)
+            yield self
+        finally:
+            for signum in installed:
+                loop.remove_signal_handler(signum)
+
+
+async def _run_until_stopped(server: Server[Any], wire: _StdioWire, stop: _Stop) -> None:
+    """Serve until the client disconnects or a stop is requested; cancel what is in flight."""
+    options = server.create_initialization_options()
+    serving = asyncio.create_task(server.run(wire.receive, wire.send, options))
+    stopping = asyncio.create_task(stop.event.wait())
+    try:
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not serving.done():
+            serving.cancel()
+            # Tools unwind promptly on cancellation; the bound only guards against a
+            # plugin that does not, so shutdown proceeds to dispose its sessions anyway.
+            await asyncio.wait({serving}, timeout=_CANCEL_WAIT_S)
+    if not serving.done():
+        log.warning("in-flight calls did not stop within %.0f s", _CANCEL_WAIT_S)
+    elif not serving.cancelled() and (exc := serving.exception()) is not None:
+        raise exc
+
+
+# -- stdio -----------------------------------------------------------------------------
+
+
+class _DaemonCalls:
+    """Run blocking calls one at a time on a private daemon thread, awaitably.
+
+    Waiting on a blocked ``read`` of a pipe cannot be interrupted from Python, and the
+    SDK's worker threads are joined at interpreter exit. A daemon thread whose caller
+    simply stops waiting is the only way a shutdown never depends on the client.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[
+            tuple[Callable[[], Any], asyncio.AbstractEventLoop, asyncio.Future[Any]] | None
+        ] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread.start()
+
+    @property
+    def busy(self) -> bool:
+        """True while the thread is alive (it may be blocked inside a call)."""
+        return self._thread.is_alive()
+
+    async def run(self, call: Callable[[], _T]) -> _T:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[_T] = loop.create_future()
+        self._jobs.put((call, loop, future))
+        return await future
+
+    def close(self) -> None:
+        """Let the thread end after its current call."""
+        self._jobs.put(None)
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            call, loop, future = job
+            try:
+                outcome: tuple[bool, Any] = (True, call())
+            except BaseException as exc:  # handed to the awaiting caller
+                outcome = (False, exc)
+            try:
+                loop.call_soon_threadsafe(_settle, future, outcome)
+            except RuntimeError:
+                return  # the loop is gone; nobody is waiting
+
+
+def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
+    if future.done():
+        return
+    ok, payload = outcome
+    if ok:
+        future.set_result(payload)
+    else:
+        future.set_exception(payload)
+
+
+class _StdioWire:
+    """Newline-delimited JSON-RPC on the process's stdin and stdout, as SDK memory streams.
+
+    Entering moves the wire to private descriptors and points fd 0 at ``/dev/null`` and
+    fd 1 at stderr; leaving restores them. ``receive`` yields parsed messages (or the
+    parse error, which the SDK answers) and closes at stdin EOF; everything sent on
+    ``send`` is written to stdout in order. ``on_broken`` is called once if stdout
+    breaks (the client is gone).
+    """
+
+    receive: MemoryObjectReceiveStream[SessionMessage | Exception]
+    send: MemoryObjectSendStream[SessionMessage]
+
+    def __init__(self) -> None:
+        self.on_broken: Callable[[], None] = lambda: None
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> _StdioWire:
+        import anyio
+        from mcp.shared.message import SessionMessage
+
+        self._in_fd, self._out_fd = os.dup(0), os.dup(1)
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            os.dup2(null, 0)
+            try:
+                os.dup2(2, 1)
+            except OSError:  # no stderr at all: discard stray output instead
+                os.dup2(null, 1)
+        finally:
+            os.close(null)
+        self._reader = _DaemonCalls("dsh-mcp-stdin")
+        self._writer = _DaemonCalls("dsh-mcp-stdout")
+        inbound_send, self.receive = anyio.create_memory_object_stream[
+            SessionMessage | Exception
+        ](0)
+        self.send, outbound_receive = anyio.create_memory_object_stream[SessionMessage](0)
+        self._tasks = [
+            asyncio.create_task(self._pump_in(inbound_send)),
+            asyncio.create_task(self._pump_out(outbound_receive)),
+        ]
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        pump_in, pump_out = self._tasks
+        pump_in.cancel()
+        # Let replies already handed to the writer reach the client before it is cut off.
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait({pump_out}, timeout=_FLUSH_WAIT_S)
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._reader.close()
+        self._writer.close()
+        with contextlib.suppress(OSError):
+            os.dup2(self._in_fd, 0)
+            os.dup2(self._out_fd, 1)
+        # A thread still blocked on a descriptor must never see its number reused.
+        if not self._reader.busy:
+            os.close(self._in_fd)
+        if not self._writer.busy:
+            os.close(self._out_fd)
+
+    async def _pump_in(self, sink: MemoryObjectSendStream[SessionMessage | Exception]) -> None:
+        import anyio
+        import mcp_types as types
+        from mcp.shared.message import SessionMessage
+
+        fd = self._in_fd
+        pending = b""
+        async with sink:
+            while True:
+                try:
+                    chunk = await self._reader.run(functools.partial(os.read, fd, _READ_CHUNK))
+                except OSError as exc:
+                    log.warning("reading stdin failed (%s); treating it as a disconnect", exc)
+                    return
+                if not chunk:
+                    return
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
+                    item: SessionMessage | Exception
+                    try:
+                        item = SessionMessage(
+                            types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                        )
+                    except ValueError as exc:
+                        item = exc
+                    try:
+                        await sink.send(item)
+                    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                        return
+
+    async def _pump_out(self, source: MemoryObjectReceiveStream[SessionMessage]) -> None:
+        fd = self._out_fd
+        async with source:
+            async for message in source:
+                line = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                data = (line + "\n").encode()
+                try:
+                    await self._writer.run(functools.partial(_write_all, fd, data))
+                except OSError as exc:
+                    log.info("stdout is closed (%s)", exc.strerror or exc)
+                    self.on_broken()
+                    return
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
