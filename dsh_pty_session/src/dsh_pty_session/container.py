@@ -10,6 +10,8 @@ __all__ = ["PtySessionContainer"]
 
 
 class PtySessionContainer(containers.DeclarativeContainer):
+    """One facade per harness; ``deps.terminals`` follows container overrides of the host."""
+
     config = providers.Dependency()
     deps = providers.DependenciesContainer()  # terminals
     pty = providers.Singleton(PtySessionService, deps.terminals, config)

@@ -28,5 +28,7 @@ def dsh_plugin_info() -> PluginInfo:
 
 @hookimpl
 def dsh_apply(ctx: Any, config: Config) -> None:
+    # The tools resolve ctx.pty on each call, so applying starts nothing and a service
+    # override installed after startup still takes effect.
     for tool in pty_tools(lambda: ctx.pty):
         ctx.tools.register(tool)

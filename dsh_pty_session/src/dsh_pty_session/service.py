@@ -1,83 +1,81 @@
 """The ``ctx.pty`` facade: protocol-free byte-stream sessions for plugin authors.
 
 It knows nothing about the programs it drives: line framing, REPL prompts, gdb/MI
-records and ssh banners belong to consumers built on top. It adds three things to the
-session registry: running a command in a fresh session, an incremental tail cursor per
-session, and closing everything it opened when its owner or the facade goes away.
+records and ssh banners belong to consumers built on top. Over the session registry it
+adds three things: running a command in a fresh session, an incremental tail cursor per
+session, and closing everything it opened when an owner or the facade goes away.
+
+Authorization is the registry's: every call passes the caller's owner through, so
+another owner's id fails with ``FOREIGN_SESSION`` before the facade touches anything.
+Closing is idempotent on purpose, because the registry closes an owner's sessions on its
+own when the owner is disposed and this facade does too; whichever runs second finds
+nothing left and returns quietly.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
-
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.errors import InvalidArgument, TerminalError
-from dsh_terminal_core.terminals import SendRequest, SessionStatus, SpawnRequest
+from dsh_terminal_core.errors import DisposeError, InvalidArgument, TerminalError
+from dsh_terminal_core.terminals import SendRequest, SpawnRequest
 
 from .config import PtySessionConfig
 from .quoting import export_line
+from .types import PtyOpened, PtyRegistry, PtySent, PtyTail
 
-__all__ = ["PtyOpened", "PtySent", "PtySessionService", "PtyTail"]
+__all__ = ["PtySessionService"]
 
-
-@attrs.frozen(kw_only=True)
-class PtyOpened:
-    session_id: str
-    pid: int
-    status: SessionStatus
-    initial_output: str
-
-    def to_wire(self) -> dict[str, Any]:
-        return {
-            "sessionId": self.session_id,
-            "pid": self.pid,
-            "status": self.status.to_wire(),
-            "initialOutput": self.initial_output,
-        }
+# Refusals that mean "there is nothing left to close" during cleanup.
+_GONE = frozenset({"NO_SESSION", "OWNER_NOT_LIVE", "SERVICE_DISPOSING"})
 
 
-@attrs.frozen(kw_only=True)
-class PtySent:
-    delta: str
-    status: SessionStatus
+@attrs.define(eq=False)
+class _Tracked:
+    """What the facade knows about one session id: its owner and its tail cursor.
 
-    def to_wire(self) -> dict[str, Any]:
-        return {"delta": self.delta, "status": self.status.to_wire()}
+    ``opened`` marks sessions this facade started; only those are closed by the owner's
+    disposal and by :meth:`PtySessionService.dispose`. A session opened elsewhere (e.g.
+    by ``terminal_open``) may still be tailed, but closing it is its opener's business.
+    """
 
-
-@attrs.frozen(kw_only=True)
-class PtyTail:
-    text: str
-    lines: int
-    truncated: bool
-
-    def to_wire(self) -> dict[str, Any]:
-        return {"text": self.text, "lines": self.lines, "truncated": self.truncated}
-
-
-@attrs.define
-class _Opened:
     owner: Agent
+    opened: bool
     cursor: int = 0
 
 
 class PtySessionService:
-    """``open``/``send``/``tail``/``close`` over ``ctx.terminals``; one cursor per session."""
+    """``open``/``send``/``tail``/``close`` over ``ctx.terminals``, one tail cursor per session.
 
-    def __init__(self, terminals: Any, config: PtySessionConfig) -> None:
+    The ``pty_*`` tools call exactly these methods, so a plugin using the facade and a
+    model using the tools see the same sessions, the same cursor and the same reads.
+    """
+
+    def __init__(self, terminals: PtyRegistry, config: PtySessionConfig) -> None:
         self._terminals = terminals
         self._config = config
-        self._opened: dict[str, _Opened] = {}
-        self._owners_hooked: set[int] = set()
+        self._sessions: dict[str, _Tracked] = {}
+        # Owners whose dispose effect is installed, with its remover. Weak, so the facade
+        # never keeps a finished agent alive; the effect itself holds only a weak ref.
+        self._owner_hooks: weakref.WeakKeyDictionary[Agent, Callable[[], None]] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._disposing = False
 
     @property
     def config(self) -> PtySessionConfig:
         return self._config
+
+    def opened_sessions(self, owner: Agent) -> list[str]:
+        """Ids of the sessions this facade opened for ``owner`` and has not seen closed."""
+        return [sid for sid, t in self._sessions.items() if t.opened and t.owner is owner]
+
+    # -- open -----------------------------------------------------------------------------
 
     async def open(
         self,
@@ -85,31 +83,52 @@ class PtySessionService:
         request: Mapping[str, Any],
         cancel: Cancellation | None = None,
     ) -> PtyOpened:
-        """Start a ``backend_type`` session, export ``env``, run ``command`` in it."""
+        """Start a ``backend_type`` session, export ``env``, and run ``command`` in it.
+
+        ``request`` holds ``command`` (required), ``cwd`` and ``env`` (NAME -> value).
+        Everything is validated before a session exists, so a bad request leaves nothing
+        behind and sends nothing. Once spawned, any failure — a refused send, the caller's
+        cancellation (token or task), the facade being disposed — closes the session again
+        before the error propagates; the caller's own reason is what it gets back.
+        ``initial_output`` is what ``command`` printed while its write settled.
+        """
+        if not isinstance(request, Mapping):
+            raise InvalidArgument("the open request must be a mapping with a 'command'")
         command = request.get("command")
         if not isinstance(command, str) or not command.strip():
             raise InvalidArgument("command must be a non-empty string")
-        env = request.get("env") or {}
-        if not isinstance(env, Mapping):
-            raise InvalidArgument("env must be an object of NAME: value strings")
+        cwd = request.get("cwd")
+        if cwd is not None and (not isinstance(cwd, str) or not cwd):
+            raise InvalidArgument("cwd must be a non-empty string")
+        env = request.get("env")
+        if env is not None and not isinstance(env, Mapping):
+            raise InvalidArgument("env must be an object mapping NAME to a string value")
         exports = export_line(env) if env else None
         if exports is not None and self._config.backend_type != "shell":
             raise InvalidArgument(
-                f"env needs a shell backend; backend {self._config.backend_type!r} cannot export it"
+                f"env is exported by a shell; backend {self._config.backend_type!r} is not "
+                "the shell backend, so leave env out"
             )
+        if self._disposing:
+            raise _facade_disposing()
+        if not owner.live:
+            raise TerminalError(f"{owner!r} is disposed; it cannot open sessions", "OWNER_NOT_LIVE")
+        self._hook(owner)
+
         spawned = await self._terminals.spawn(
-            owner,
-            SpawnRequest(type=self._config.backend_type, cwd=request.get("cwd")),
-            cancel,
+            owner, SpawnRequest(type=self._config.backend_type, cwd=cwd), cancel
         )
         session_id = spawned.session_id
-        self._track(owner, session_id)
+        self._sessions[session_id] = _Tracked(owner=owner, opened=True)
         try:
+            self._raise_if_refused(cancel)
             if exports is not None:
                 await self._send(owner, session_id, exports, True, cancel)
+                self._raise_if_refused(cancel)
             result = await self._send(owner, session_id, command, True, cancel)
+            self._raise_if_refused(cancel)
         except BaseException:
-            await self._forget_and_kill(owner, session_id)
+            await self._roll_back(owner, session_id)
             raise
         return PtyOpened(
             session_id=session_id,
@@ -118,15 +137,51 @@ class PtySessionService:
             initial_output=result.delta,
         )
 
-    async def send(self, owner: Agent, session_id: str, request: Mapping[str, Any]) -> PtySent:
-        """Write ``data`` (plus Enter when ``submit``); return the output read while it settles."""
+    def _raise_if_refused(self, cancel: Cancellation | None) -> None:
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        if self._disposing:
+            raise _facade_disposing()
+
+    async def _roll_back(self, owner: Agent, session_id: str) -> None:
+        """Close a half-opened session to the end, even if the caller is cancelled meanwhile.
+
+        A rollback abandoned half-way would leak the processes it was stopping. Its own
+        failure is not raised (the caller needs the original error); the session then
+        stays tracked, so the owner's disposal or :meth:`dispose` tries again.
+        """
+        interrupted = await _run_to_end(self.close(owner, session_id))
+        if interrupted:
+            raise asyncio.CancelledError
+
+    # -- send -----------------------------------------------------------------------------
+
+    async def send(
+        self,
+        owner: Agent,
+        session_id: str,
+        request: Mapping[str, Any],
+        cancel: Cancellation | None = None,
+    ) -> PtySent:
+        """Write ``data`` (then Enter when ``submit``, the default); return what settled.
+
+        ``submit=False`` writes the exact characters and nothing else, and an empty
+        ``data`` with ``submit=False`` writes nothing at all: it only waits, by the
+        backend's readiness rules, until the program is waiting for input again or has
+        been silent long enough — a way to collect output that arrives on its own.
+        ``delta`` is the output read from the write until that point. Cancelling
+        ``cancel`` (or the awaiting task) drops unwritten input and interrupts the
+        foreground program, as the backend defines.
+        """
+        if not isinstance(request, Mapping):
+            raise InvalidArgument("the send request must be a mapping with 'data'")
         data = request.get("data")
         if not isinstance(data, str):
             raise InvalidArgument("data must be a string")
         submit = request.get("submit", True)
         if not isinstance(submit, bool):
             raise InvalidArgument("submit must be true or false")
-        return await self._send(owner, session_id, data, submit, None)
+        return await self._send(owner, session_id, data, submit, cancel)
 
     async def _send(
         self, owner: Agent, session_id: str, data: str, submit: bool, cancel: Cancellation | None
@@ -134,68 +189,152 @@ class PtySessionService:
         op = self._terminals.start_send(
             owner, session_id, SendRequest(text=data, submit=submit, cancel=cancel)
         )
-        result = await asyncio.shield(op.done)
+        try:
+            result = await asyncio.shield(op.done)
+        except asyncio.CancelledError:
+            # The reservation is held until the interrupt settles; let it, then leave.
+            await _run_to_end(op.cancel())
+            raise
         return PtySent(delta=result.viewport, status=result.session_status)
 
+    # -- tail -----------------------------------------------------------------------------
+
     def tail(self, owner: Agent, session_id: str, lines: int | None = None) -> PtyTail:
-        """Complete lines since the previous tail (never resent); newest ``lines`` at most."""
+        """Return the complete lines printed since the previous tail, the newest ``lines``.
+
+        The cursor starts at the session's first line and only moves forward, so no
+        line is ever returned twice. ``truncated`` is true when more than ``lines`` new
+        lines were waiting, or when the backend had already trimmed new lines from its
+        scrollback before this tail. A line whose newline has not arrived yet (a prompt)
+        is returned once it is complete.
+
+        Raises ``UNSUPPORTED`` when the session's backend does not offer complete lines
+        by cursor (see :class:`~dsh_pty_session.LineTailSession`).
+        """
         limit = self._config.tail_lines if lines is None else lines
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidArgument("lines must be a positive integer")
         session = self._terminals.get_session(owner, session_id)
-        opened = self._opened.get(session_id)
-        cursor = opened.cursor if opened is not None else 0
-        new_lines, cursor = session.complete_lines_since(cursor)
-        if opened is not None:
-            opened.cursor = cursor
-        else:
-            self._opened[session_id] = _Opened(owner=owner, cursor=cursor)
-        truncated = len(new_lines) > limit
-        if truncated:
+        reader = getattr(session, "complete_lines_since", None)
+        if not callable(reader):
+            raise TerminalError(
+                f"session {session_id} cannot be tailed: its backend session "
+                f"({type(session).__name__}) does not provide complete_lines_since(cursor)",
+                "UNSUPPORTED",
+            )
+        tracked = self._sessions.get(session_id)
+        if tracked is None or tracked.owner is not owner:
+            tracked = _Tracked(owner=owner, opened=False)
+            self._sessions[session_id] = tracked
+            self._hook(owner)
+        new_lines, next_cursor = reader(tracked.cursor)
+        trimmed = next_cursor - tracked.cursor - len(new_lines)
+        tracked.cursor = max(tracked.cursor, next_cursor)
+        truncated = trimmed > 0 or len(new_lines) > limit
+        if len(new_lines) > limit:
             new_lines = new_lines[-limit:]
         text = "".join(line + "\n" for line in new_lines)
         return PtyTail(text=text, lines=len(new_lines), truncated=truncated)
 
+    # -- close and dispose ----------------------------------------------------------------
+
     async def close(self, owner: Agent, session_id: str) -> bool:
-        """Close the session; ``False`` when it is already gone (idempotent)."""
+        """Close the session and end its processes; ``False`` when it was already gone.
+
+        ``False`` also when a close of the same session was already in flight (this call
+        waited for it). A failed close raises and leaves the session closable again;
+        another owner's id raises ``FOREIGN_SESSION`` and changes nothing.
+        """
         try:
             closed = await self._terminals.kill(owner, session_id, "closed by pty close")
         except TerminalError as exc:
             if exc.code != "NO_SESSION":
                 raise
             closed = False
-        self._opened.pop(session_id, None)
+        tracked = self._sessions.get(session_id)
+        if tracked is not None and tracked.owner is owner:
+            del self._sessions[session_id]
         return bool(closed)
 
     async def dispose(self) -> None:
-        """Close every session this facade opened, of every owner."""
-        await self._close_all(list(self._opened.items()))
+        """Close every session this facade opened, of every owner; refuse new opens.
 
-    async def _close_owner(self, owner: Agent) -> None:
-        await self._close_all([(sid, o) for sid, o in self._opened.items() if o.owner is owner])
-        self._owners_hooked.discard(id(owner))
+        Raises :class:`DisposeError` naming each close that failed. A second call only
+        retries what is left.
+        """
+        self._disposing = True
+        for remove in list(self._owner_hooks.values()):
+            remove()
+        self._owner_hooks.clear()
+        opened = [(sid, t.owner) for sid, t in self._sessions.items() if t.opened]
+        self._sessions = {sid: t for sid, t in self._sessions.items() if t.opened}
+        errors = await self._close_all(opened)
+        if errors:
+            raise DisposeError("closing the sessions of the pty facade failed", errors)
 
-    async def _close_all(self, sessions: list[tuple[str, _Opened]]) -> None:
+    async def _owner_disposed(self, ref: weakref.ref[Agent]) -> None:
+        """Owner dispose effect: close what this facade opened for it, forget its cursors."""
+        owner = ref()
+        if owner is None:
+            return
+        self._owner_hooks.pop(owner, None)
+        mine = [(sid, t) for sid, t in self._sessions.items() if t.owner is owner]
+        opened = [(sid, owner) for sid, t in mine if t.opened]
+        for sid, t in mine:
+            if not t.opened:
+                del self._sessions[sid]
+        errors = await self._close_all(opened)
+        if errors:
+            raise DisposeError(f"closing the pty sessions of {owner!r} failed", errors)
+
+    async def _close_all(self, sessions: list[tuple[str, Agent]]) -> list[BaseException]:
         results = await asyncio.gather(
-            *(self.close(opened.owner, sid) for sid, opened in sessions), return_exceptions=True
+            *(self.close(owner, sid) for sid, owner in sessions), return_exceptions=True
         )
-        failures = [r for r in results if isinstance(r, BaseException)]
-        real = [f for f in failures if not (isinstance(f, TerminalError) and f.code in _GONE)]
-        if real:
-            raise real[0]
+        errors: list[BaseException] = []
+        for (sid, owner), outcome in zip(sessions, results, strict=True):
+            if not isinstance(outcome, BaseException):
+                continue
+            if isinstance(outcome, TerminalError) and outcome.code in _GONE:
+                tracked = self._sessions.get(sid)
+                if tracked is not None and tracked.owner is owner:
+                    del self._sessions[sid]
+                continue
+            errors.append(outcome)
+        return errors
 
-    def _track(self, owner: Agent, session_id: str) -> None:
-        self._opened[session_id] = _Opened(owner=owner)
-        if id(owner) not in self._owners_hooked:
-            self._owners_hooked.add(id(owner))
-            owner.on_dispose(lambda: self._close_owner(owner))
+    def _hook(self, owner: Agent) -> None:
+        """Install, once per owner, the dispose effect closing what the facade opened for it."""
+        if owner in self._owner_hooks or not owner.live:
+            return
+        ref = weakref.ref(owner)
+        self._owner_hooks[owner] = owner.on_dispose(lambda: self._owner_disposed(ref))
 
-    async def _forget_and_kill(self, owner: Agent, session_id: str) -> None:
+
+def _facade_disposing() -> TerminalError:
+    return TerminalError(
+        "the pty facade is shutting down; no new sessions can be opened", "SERVICE_DISPOSING"
+    )
+
+
+async def _run_to_end(work: Awaitable[Any]) -> bool:
+    """Await ``work`` to its end, absorbing its failure; return True if we were cancelled.
+
+    Cleanup abandoned half-way leaks processes, so a cancellation of the caller is held
+    back until ``work`` finished and then reported to the caller to re-raise.
+    """
+    task = asyncio.ensure_future(work)
+    interrupted = False
+    while True:
         try:
-            await asyncio.shield(self.close(owner, session_id))
-        except Exception:  # noqa: BLE001 - the original failure is what the caller needs
-            pass
-
-
-# A session that is already gone, or whose owner is already being torn down, needs no close.
-_GONE = frozenset({"NO_SESSION", "OWNER_NOT_LIVE", "SERVICE_DISPOSING"})
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                interrupted = True
+                continue
+            break
+        except Exception:
+            break
+        else:
+            break
+    return interrupted

@@ -1,4 +1,11 @@
-"""The four ``pty_*`` tools: the same kernel as ``ctx.pty``, another surface."""
+"""The four ``pty_*`` tools: the same kernel as ``ctx.pty``, another surface.
+
+Each tool is a thin call into :class:`~dsh_pty_session.PtySessionService` with the
+calling agent as owner, so a model and a plugin share one cursor and one set of sessions.
+The service is looked up on every call rather than captured at registration, which lets
+a host or a test replace services (e.g. the ``terminals`` registry under the facade)
+before first use.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +21,12 @@ __all__ = ["pty_tools"]
 
 MAX_RESULT_BYTES = 262144
 
-_ID = {"type": "string", "minLength": 1, "maxLength": 64, "description": "Session id from pty_open."}
+_ID = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": 64,
+    "description": "Session id from pty_open.",
+}
 
 
 def _status(value: dict[str, Any]) -> str:
@@ -26,6 +38,8 @@ def _status(value: dict[str, Any]) -> str:
 
 
 def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
+    """Build ``pty_open``, ``pty_send``, ``pty_tail`` and ``pty_close`` over ``pty()``."""
+
     def finalize(text: str) -> str:
         return cap_text(text, MAX_RESULT_BYTES)
 
@@ -33,7 +47,7 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
         return (await pty().open(exec_.agent, args, exec_.cancel)).to_wire()
 
     async def send(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
-        return (await pty().send(exec_.agent, args["id"], args)).to_wire()
+        return (await pty().send(exec_.agent, args["id"], args, exec_.cancel)).to_wire()
 
     async def tail(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
         return pty().tail(exec_.agent, args["id"], args.get("lines")).to_wire()
@@ -47,10 +61,12 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
 
     def render_send(_args: dict[str, Any], v: dict[str, Any]) -> str:
         newline = "\n" if v["delta"] and not v["delta"].endswith("\n") else ""
-        return cap_text(v["delta"], MAX_RESULT_BYTES, suffix=f"{newline}[{_status(v['status'])}]", keep="tail")
+        suffix = f"{newline}[{_status(v['status'])}]"
+        return cap_text(v["delta"], MAX_RESULT_BYTES, suffix=suffix, keep="tail")
 
     def render_tail(args: dict[str, Any], v: dict[str, Any]) -> str:
-        head = f"[{v['lines']} new line(s){'; older new lines skipped' if v['truncated'] else ''}]\n"
+        skipped = "; older new lines skipped" if v["truncated"] else ""
+        head = f"[{v['lines']} new line(s){skipped}]\n"
         return cap_text(v["text"], MAX_RESULT_BYTES, prefix=head, keep="tail")
 
     def render_close(args: dict[str, Any], v: dict[str, Any]) -> str:
@@ -110,7 +126,10 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
             ),
             parameters={
                 "type": "object",
-                "properties": {"id": _ID, "lines": {"type": "integer", "minimum": 1, "maximum": 10000}},
+                "properties": {
+                    "id": _ID,
+                    "lines": {"type": "integer", "minimum": 1, "maximum": 10000},
+                },
                 "required": ["id"],
                 "additionalProperties": False,
             },
@@ -120,7 +139,9 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
         ),
         Tool(
             name="pty_close",
-            description="Close a PTY session and end its processes; closed=false if it was already gone.",
+            description=(
+                "Close a PTY session and end its processes; closed=false if it was already gone."
+            ),
             parameters={
                 "type": "object",
                 "properties": {"id": _ID},

@@ -157,6 +157,22 @@ async def _tour(tour: Tour, workspace: str) -> None:
     value = await tour.call("terminal_close", {"sessionId": sid}, expect_error=True)
 
 
+def _tagged_with(agent_id: str) -> set[int]:
+    """Processes anywhere whose environment says a shell of ``agent_id`` started them."""
+    marker = f"DSH_SESSION_ID={agent_id}".encode()
+    found: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if marker in handle.read().split(b"\0"):
+                    found.add(int(entry))
+        except OSError:
+            continue
+    return found
+
+
 def _survivors(pids: set[tuple[int, float]]) -> list[int]:
     alive = []
     for pid, started in pids:
@@ -192,10 +208,11 @@ async def run_demo(sandbox: str = "auto") -> int:
                     file=sys.stderr,
                 )
                 return 1
-            tour = Tour(harness, harness.create_agent("demo-agent"))
+            agent_id = f"demo-agent-{os.getpid()}"
+            tour = Tour(harness, harness.create_agent(agent_id))
             await _tour(tour, workspace)
             await tour.agent.dispose()
-        survivors = _survivors(tour.pids)
+        survivors = sorted(set(_survivors(tour.pids)) | _tagged_with(agent_id))
         _say()
         if survivors:
             print(f"dsh-terminal demo: processes still alive after close: {survivors}", file=sys.stderr)

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from dependency_injector import providers
+
 from dsh_terminal_core.hookspecs import hookimpl
 from dsh_terminal_core.plugins import PluginInfo
 
 from .config import ToolTerminalConfig as Config
+from .container import ToolTerminalContainer
 from .guidance import GUIDANCE, GUIDANCE_ORDER
-from .tools import terminal_tools
 
 __all__ = ["Config", "dsh_apply", "dsh_plugin_info"]
+
+INJECT = ("terminals",)
+OPTIONAL = ("jobs",)
 
 
 @hookimpl
@@ -19,17 +24,17 @@ def dsh_plugin_info() -> PluginInfo:
     return PluginInfo(
         name="tool-terminal",
         description="Six model-facing terminal tools; background sends run as jobs.",
-        inject=("terminals",),
-        optional_inject=("jobs",),
+        inject=INJECT,
+        optional_inject=OPTIONAL,
         config=Config,
     )
 
 
 @hookimpl
 def dsh_apply(ctx: Any, config: Config) -> None:
-    def jobs() -> Any | None:
-        return ctx.jobs if ctx.has("jobs") else None
-
-    for tool in terminal_tools(lambda: ctx.terminals, jobs, config):
+    container = ToolTerminalContainer(
+        config=providers.Object(config), deps=ctx.dependencies(INJECT, OPTIONAL)
+    )
+    for tool in container.tools():
         ctx.tools.register(tool)
     ctx.system_prompt.section("terminal-guidance", GUIDANCE_ORDER, GUIDANCE)

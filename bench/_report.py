@@ -1,0 +1,209 @@
+"""Targets (SPEC §11), ratios and the markdown tables printed after a run."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["evaluate_targets", "markdown"]
+
+LATENCY_ROWS = ("open", "echo", "pwd", "repl", "close", "concurrent")
+CONTENDERS = ("raw", "pexpect", "service", "tool")
+LEVELS = ("service", "tool")
+IDLE_LIMIT_KIB = 1024
+RSS_BOUND_FACTOR = 4
+"""Peak RSS growth during the 15 MB send must stay under this many scrollback caps."""
+
+
+def _get(results: dict[str, Any], scenario: str, contender: str, key: str) -> float:
+    value = results.get(scenario, {}).get(contender, {}).get(key)
+    return float(value) if isinstance(value, (int, float)) else math.nan
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b and not math.isnan(a) and not math.isnan(b) else math.nan
+
+
+def _only_stdin_read(results: dict[str, Any], scenario: str, level: str) -> bool:
+    reasons = results.get(scenario, {}).get(level, {}).get("wait_reasons") or {}
+    return bool(reasons) and set(reasons) == {"stdin_read"}
+
+
+def evaluate_targets(results: dict[str, Any], scrollback_cap: int) -> list[dict[str, Any]]:
+    """Each SPEC §11 target for the service and the tool level, with ``met``."""
+    targets: list[dict[str, Any]] = []
+
+    def add(name: str, level: str, measured: float, limit: str, met: bool, note: str = "") -> None:
+        if math.isnan(measured):
+            met = False
+        targets.append(
+            {
+                "target": name,
+                "level": level,
+                "measured": measured,
+                "limit": limit,
+                "met": met,
+                "note": note,
+            }
+        )
+
+    bound_mib = RSS_BOUND_FACTOR * scrollback_cap / 2**20
+    for level in LEVELS:
+        echo = _get(results, "echo", level, "p50_ms")
+        x_raw = _ratio(echo, _get(results, "echo", "raw", "p50_ms"))
+        add("echo p50 vs raw floor", level, x_raw, "<= 10x", x_raw <= 10)
+        x_pex = _ratio(echo, _get(results, "echo", "pexpect", "p50_ms"))
+        add("echo p50 vs pexpect", level, x_pex, "<= 2x", x_pex <= 2)
+        x_open = _ratio(
+            _get(results, "open", level, "p50_ms"), _get(results, "open", "raw", "p50_ms")
+        )
+        add("open p50 vs raw floor", level, x_open, "<= 3x", x_open <= 3)
+        repl = _get(results, "repl", level, "p50_ms")
+        repl_ok = _only_stdin_read(results, "repl", level)
+        add(
+            "REPL 1+1 p50, all stdin_read",
+            level,
+            repl,
+            "< 30 ms",
+            repl < 30 and repl_ok,
+            "" if repl_ok else "not all stdin_read",
+        )
+        rate = _ratio(
+            _get(results, "throughput", level, "mb_per_s_p50"),
+            _get(results, "throughput", "raw", "mb_per_s_p50"),
+        )
+        add("15 MB send rate vs raw PTY rate", level, rate, ">= 0.70", rate >= 0.7)
+        peak = _get(results, "throughput", level, "peak_rss_delta_mib")
+        add(
+            "15 MB send peak RSS growth (MiB)",
+            level,
+            peak,
+            f"<= {bound_mib:.0f} ({RSS_BOUND_FACTOR}x cap)",
+            peak <= bound_mib,
+        )
+        p99 = _get(results, "concurrent", level, "p99_ms")
+        conc_ok = _only_stdin_read(results, "concurrent", level)
+        add(
+            "64x100 sends p99, all stdin_read",
+            level,
+            p99,
+            "< 50 ms",
+            p99 < 50 and conc_ok,
+            "" if conc_ok else "not all stdin_read",
+        )
+        idle = _get(results, "idle_memory", level, "per_session_kib")
+        add("idle session RSS (KiB each)", level, idle, f"< {IDLE_LIMIT_KIB}", idle < IDLE_LIMIT_KIB)
+    return targets
+
+
+def _fmt(value: float, digits: int = 2) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "–"
+    return f"{value:.{digits}f}"
+
+
+def _reasons(entry: dict[str, Any]) -> str:
+    reasons = entry.get("wait_reasons")
+    if not reasons:
+        return ""
+    return ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The whole result as markdown: machine, latency, throughput, memory, targets."""
+    results = report["scenarios"]
+    m = report["machine"]
+    load = report["load"]
+    lines = [
+        f"Machine: {m['nproc']} CPUs, {m['cpu_model']}, {m['kernel']} ({m['arch']}), "
+        f"Python {m['python']}. Load (1 min) {load['start'][0]:.2f} at start, "
+        f"{load['end'][0]:.2f} at end. {report['started']}"
+        + (" — QUICK SIZES, not representative" if report["quick"] else ""),
+        "",
+        "| scenario | contender | n | p50 ms | p95 ms | p99 ms | x raw (p50) | x pexpect (p50) "
+        "| wait reasons |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    labels = {
+        "open": "open (spawn to first prompt)",
+        "echo": "`echo hi` round trip",
+        "pwd": "`pwd` round trip",
+        "repl": "Python REPL `1+1`",
+        "close": "close idle session",
+        "concurrent": "64 sessions x 100 sends",
+    }
+    for scenario in LATENCY_ROWS:
+        block = results.get(scenario, {})
+        raw = _get(results, scenario, "raw", "p50_ms")
+        pex = _get(results, scenario, "pexpect", "p50_ms")
+        for contender in CONTENDERS:
+            entry = block.get(contender)
+            if not entry:
+                continue
+            p50 = float(entry["p50_ms"])
+            label = labels[scenario]
+            if scenario == "concurrent":
+                label = f"{entry['sessions']} sessions x {entry['sends_per_session']} sends"
+            lines.append(
+                f"| {label} | {contender} | {entry['n']} | {_fmt(p50)} | "
+                f"{_fmt(entry['p95_ms'])} | {_fmt(entry['p99_ms'])} | "
+                f"{_fmt(_ratio(p50, raw), 1)} | {_fmt(_ratio(p50, pex), 1)} | {_reasons(entry)} |"
+            )
+    tp = results.get("throughput", {})
+    if tp:
+        any_entry = next(iter(tp.values()))
+        lines += [
+            "",
+            f"Throughput: `seq 1 N` through one send, {any_entry['pty_bytes'] / 1e6:.1f} MB of "
+            f"PTY output, scrollback capped at {report['scrollback_cap'] / 2**20:.0f} MiB.",
+            "",
+            "| contender | MB/s p50 | MB/s min | of raw rate | x pexpect | peak RSS growth MiB "
+            "| scrollback kept | wait reasons |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
+        raw = _get(results, "throughput", "raw", "mb_per_s_p50")
+        pex = _get(results, "throughput", "pexpect", "mb_per_s_p50")
+        for contender in CONTENDERS:
+            entry = tp.get(contender)
+            if not entry:
+                continue
+            rate = float(entry["mb_per_s_p50"])
+            kept = entry.get("scrollback_retained_bytes")
+            kept_text = (
+                f"{kept / 2**20:.2f} MiB / {entry['scrollback_retained_lines']} lines"
+                if kept is not None
+                else ""
+            )
+            lines.append(
+                f"| {contender} | {_fmt(rate, 1)} | {_fmt(entry['mb_per_s_min'], 1)} | "
+                f"{_fmt(100 * _ratio(rate, raw), 0)}% | {_fmt(_ratio(rate, pex), 2)} | "
+                f"{_fmt(entry['peak_rss_delta_mib'], 1)} | {kept_text} | {_reasons(entry)} |"
+            )
+    idle = results.get("idle_memory", {})
+    if idle:
+        lines += [
+            "",
+            "| idle sessions | contender | RSS before MiB | RSS after MiB | per session KiB |",
+            "|---:|---|---:|---:|---:|",
+        ]
+        for contender in CONTENDERS:
+            entry = idle.get(contender)
+            if entry:
+                lines.append(
+                    f"| {entry['sessions']} | {contender} | {_fmt(entry['rss_before_mib'], 1)} | "
+                    f"{_fmt(entry['rss_after_mib'], 1)} | {_fmt(entry['per_session_kib'], 0)} |"
+                )
+    lines += [
+        "",
+        "| target (SPEC §11) | level | measured | limit | result |",
+        "|---|---|---:|---|---|",
+    ]
+    for target in report["targets"]:
+        verdict = "met" if target["met"] else "**missed**"
+        if target["note"]:
+            verdict += f" ({target['note']})"
+        lines.append(
+            f"| {target['target']} | {target['level']} | {_fmt(target['measured'])} | "
+            f"{target['limit']} | {verdict} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,232 @@
+#!/usr/bin/env python3
+"""Benchmark the stack side by side with a raw PTY floor and pexpect, on one machine.
+
+    python3 bench/run.py            # full sizes; writes bench/results/latest.json
+    python3 bench/run.py --quick    # tiny sizes; writes bench/results/quick.json
+
+Every (scenario group, contender) pair runs in its own worker process, so memory
+figures are not coloured by earlier groups. After each worker the runner checks that no
+shell it started is left (processes whose environment carries ``DSH_SHELL=1`` and this
+run's owner id), kills any it finds, and fails the run if there were some.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from _report import evaluate_targets, markdown  # noqa: E402
+from _stats import load_average, machine  # noqa: E402
+
+SCROLLBACK_CAP = 4 * 1024 * 1024
+PLAN: list[tuple[str, tuple[str, ...]]] = [
+    ("latency", ("raw", "pexpect", "service", "tool")),
+    ("throughput", ("raw", "pexpect", "service", "tool")),
+    ("concurrent", ("raw", "service", "tool")),  # pexpect is synchronous
+    ("idle_memory", ("raw", "pexpect", "service", "tool")),
+]
+NOTES = [
+    "raw: ptyprocess + bash + the same marker protocol, asyncio reader on the master fd, "
+    "64 KiB reads, settles when the newest bytes end with marker + prompt",
+    "pexpect: expect_exact on marker end + prompt; delaybeforesend=None, "
+    "delayafterclose=0, delayafterterminate=1 ms (its fastest settings)",
+    "service: ctx.terminals spawn / start_send + await op.done / kill",
+    "tool: call_tool terminal_open / terminal_send / terminal_close",
+    "throughput runs with scrollback_max_bytes=4 MiB and scrollback_lines=1,000,000 so the "
+    "byte cap is the one that binds",
+]
+
+
+# -- worker -----------------------------------------------------------------------------
+
+
+def _driver(name: str, owner: str, group: str) -> Any:
+    if name == "raw":
+        from _raw import RawDriver
+
+        return RawDriver(owner)
+    if name == "pexpect":
+        from _pexpect import PexpectDriver
+
+        return PexpectDriver(owner)
+    from _stack import ServiceDriver, ToolDriver
+
+    bash: dict[str, Any] = {}
+    if group == "throughput":
+        bash = {"scrollback_max_bytes": SCROLLBACK_CAP, "scrollback_lines": 1_000_000}
+    cls = ServiceDriver if name == "service" else ToolDriver
+    return cls(owner, **bash)
+
+
+async def _worker(group: str, name: str, owner: str, quick: bool) -> dict[str, Any]:
+    from _scenarios import FULL, QUICK, run_group
+
+    driver = _driver(name, owner, group)
+    start = getattr(driver, "start", None)
+    if start is not None:
+        await start()
+    return await run_group(group, driver, QUICK if quick else FULL)
+
+
+def worker_main(args: argparse.Namespace) -> int:
+    result = asyncio.run(_worker(args.group, args.driver, args.owner, args.quick))
+    Path(args.out).write_text(json.dumps(result), encoding="utf-8")
+    return 0
+
+
+# -- leak check -------------------------------------------------------------------------
+
+
+def _shells_of(owner: str) -> list[int]:
+    """Pids whose environment carries DSH_SHELL=1 and DSH_SESSION_ID=<owner>."""
+    needle = f"\0DSH_SESSION_ID={owner}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                env = b"\0" + handle.read() + b"\0"
+        except OSError:
+            continue
+        if b"\0DSH_SHELL=1\0" in env and needle in env:
+            found.append(int(entry))
+    return found
+
+
+def _sweep(owner: str, wait: float = 5.0) -> list[int]:
+    """Wait for this run's shells to go; kill and return the ones that stayed."""
+    deadline = time.monotonic() + wait
+    left = _shells_of(owner)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.05)
+        left = _shells_of(owner)
+    for pid in left:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return left
+
+
+# -- runner -----------------------------------------------------------------------------
+
+
+def _wait_for_load(max_load: float, max_wait: float) -> None:
+    deadline = time.monotonic() + max_wait
+    while True:
+        one = load_average()[0]
+        if one < max_load:
+            print(f"load {one:.2f} < {max_load}: starting", flush=True)
+            return
+        if time.monotonic() >= deadline:
+            print(f"load still {one:.2f} after {max_wait:.0f} s: starting anyway", flush=True)
+            return
+        print(f"load {one:.2f} >= {max_load}: waiting", flush=True)
+        time.sleep(min(20.0, max(1.0, deadline - time.monotonic())))
+
+
+def _run_worker(
+    group: str, driver: str, owner: str, quick: bool, timeout: float
+) -> tuple[dict[str, Any] | None, str | None]:
+    with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
+        out = Path(tmp) / "result.json"
+        argv = [sys.executable, str(Path(__file__).resolve()), "--worker", group, driver]
+        argv += ["--owner", owner, "--out", str(out)] + (["--quick"] if quick else [])
+        proc = subprocess.Popen(argv, start_new_session=True)
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            return None, f"timed out after {timeout:.0f} s"
+        if code != 0:
+            return None, f"worker exited with {code}"
+        return json.loads(out.read_text(encoding="utf-8")), None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
+    parser.add_argument("--json", help="where to save results (default: bench/results/...)")
+    parser.add_argument("--groups", help="comma-separated subset of: " + ", ".join(g for g, _ in PLAN))
+    parser.add_argument("--drivers", help="comma-separated subset of: raw, pexpect, service, tool")
+    parser.add_argument("--max-load", type=float, help="wait until the 1-minute load is below")
+    parser.add_argument("--load-wait", type=float, default=1200, help="give up waiting after s")
+    parser.add_argument("--worker", nargs=2, metavar=("GROUP", "DRIVER"), help=argparse.SUPPRESS)
+    parser.add_argument("--owner", help=argparse.SUPPRESS)
+    parser.add_argument("--out", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker:
+        args.group, args.driver = args.worker
+        return worker_main(args)
+
+    if args.max_load is not None:
+        _wait_for_load(args.max_load, args.load_wait)
+    groups = set(args.groups.split(",")) if args.groups else {g for g, _ in PLAN}
+    drivers = set(args.drivers.split(",")) if args.drivers else None
+    owner = f"bench-{os.getpid()}"
+    timeout = 180.0 if args.quick else 1800.0
+    report: dict[str, Any] = {
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "quick": args.quick,
+        "machine": machine(),
+        "load": {"start": list(load_average())},
+        "scrollback_cap": SCROLLBACK_CAP,
+        "notes": NOTES,
+        "scenarios": {},
+        "errors": [],
+        "leaks": [],
+    }
+    scenarios: dict[str, dict[str, Any]] = report["scenarios"]
+    for group, contenders in PLAN:
+        if group not in groups:
+            continue
+        for driver in contenders:
+            if drivers is not None and driver not in drivers:
+                continue
+            print(f"[{group}] {driver} ...", flush=True)
+            began = time.perf_counter()
+            result, error = _run_worker(group, driver, owner, args.quick, timeout)
+            leaked = _sweep(owner)
+            if leaked:
+                report["leaks"].append({"group": group, "driver": driver, "pids": leaked})
+                print(f"  LEAK: shells left running: {leaked}", flush=True)
+            if error is not None:
+                report["errors"].append({"group": group, "driver": driver, "error": error})
+                print(f"  ERROR: {error}", flush=True)
+                continue
+            assert result is not None
+            if group == "latency":
+                for scenario, entry in result.items():
+                    scenarios.setdefault(scenario, {})[driver] = entry
+            else:
+                scenarios.setdefault(group, {})[driver] = result
+            print(f"  done in {time.perf_counter() - began:.1f} s", flush=True)
+    report["load"]["end"] = list(load_average())
+    report["targets"] = evaluate_targets(scenarios, SCROLLBACK_CAP)
+    default = "quick.json" if args.quick else "latest.json"
+    path = Path(args.json) if args.json else BENCH / "results" / default
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    print()
+    print(markdown(report))
+    print(f"\nresults: {path}")
+    return 1 if report["errors"] or report["leaks"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
