@@ -39,8 +39,9 @@ class PexpectDriver:
             SHELL_ARGV[0], SHELL_ARGV[1:], env=env, dimensions=(40, 160), maxread=65536
         )
         child.delaybeforesend = None
-        child.delayafterclose = 0.0
-        child.delayafterterminate = 0.001
+        for target in (child, child.ptyproc):
+            target.delayafterclose = 0.0
+            target.delayafterterminate = 0.001
         self._live[child.pid] = child
         try:
             child.expect_exact(_SHELL_PROMPT, timeout=30)
