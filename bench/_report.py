@@ -34,16 +34,15 @@ def evaluate_targets(results: dict[str, Any], scrollback_cap: int) -> list[dict[
     targets: list[dict[str, Any]] = []
 
     def add(name: str, level: str, measured: float, limit: str, met: bool, note: str = "") -> None:
-        if math.isnan(measured):
-            met = False
+        verdict: bool | None = None if math.isnan(measured) else met
         targets.append(
             {
                 "target": name,
                 "level": level,
                 "measured": measured,
                 "limit": limit,
-                "met": met,
-                "note": note,
+                "met": verdict,
+                "note": note if verdict is not None else "not measured in this run",
             }
         )
 
@@ -199,7 +198,7 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---:|---|---|",
     ]
     for target in report["targets"]:
-        verdict = "met" if target["met"] else "**missed**"
+        verdict = {True: "met", False: "**missed**", None: "–"}[target["met"]]
         if target["note"]:
             verdict += f" ({target['note']})"
         lines.append(

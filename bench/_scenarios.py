@@ -105,12 +105,18 @@ async def _timed_sends(
         await driver.send(session, text, expect)
     samples: list[float] = []
     reasons: list[str | None] = []
+    cpu = time.process_time()
     for _ in range(iters):
         start = time.perf_counter()
         reason = await driver.send(session, text, expect)
         samples.append(time.perf_counter() - start)
         reasons.append(reason)
-    return {**summarize(samples), "wait_reasons": _reasons(reasons)}
+    cpu = time.process_time() - cpu
+    return {
+        **summarize(samples),
+        "cpu_ms_per_send": cpu * 1000 / iters,
+        "wait_reasons": _reasons(reasons),
+    }
 
 
 async def latency(driver: Driver, sizes: dict[str, int]) -> dict[str, Any]:
@@ -158,10 +164,12 @@ async def throughput(driver: Driver, sizes: dict[str, int]) -> dict[str, Any]:
         peak_before = _status_kib("VmHWM")
         samples: list[float] = []
         reasons: list[str | None] = []
+        cpu = time.process_time()
         for _ in range(sizes["tp_iters"]):
             start = time.perf_counter()
             reasons.append(await driver.send(session, f"seq 1 {lines}"))
             samples.append(time.perf_counter() - start)
+        cpu = time.process_time() - cpu
         peak = _status_kib("VmHWM")
         rates = sorted(nbytes / s / 1e6 for s in samples)
         out: dict[str, Any] = {
@@ -173,6 +181,7 @@ async def throughput(driver: Driver, sizes: dict[str, int]) -> dict[str, Any]:
             "rss_baseline_mib": baseline / 1024,
             "peak_rss_delta_mib": (peak - (peak_before if peak_reset else baseline)) / 1024,
             "peak_rss_reset": peak_reset,
+            "cpu_ms_per_mb": cpu * 1000 / (nbytes * len(samples) / 1e6),
             "wait_reasons": _reasons(reasons),
         }
         backend = getattr(driver, "session_object", None)
@@ -204,7 +213,9 @@ async def concurrent(driver: Driver, sizes: dict[str, int]) -> dict[str, Any]:
                 reasons.append(reason)
 
         wall = time.perf_counter()
+        cpu = time.process_time()
         await asyncio.gather(*(worker(s) for s in sessions))
+        cpu = time.process_time() - cpu
         wall = time.perf_counter() - wall
     finally:
         for session in sessions:
@@ -215,6 +226,7 @@ async def concurrent(driver: Driver, sizes: dict[str, int]) -> dict[str, Any]:
         "sends_per_session": sizes["conc_sends"],
         "wall_s": wall,
         "sends_per_s": len(samples) / wall,
+        "cpu_ms_per_send": cpu * 1000 / len(samples),
         "wait_reasons": _reasons(reasons),
     }
 

@@ -82,7 +82,15 @@ async def _worker(group: str, name: str, owner: str, quick: bool) -> dict[str, A
 
 
 def worker_main(args: argparse.Namespace) -> int:
-    result = asyncio.run(_worker(args.group, args.driver, args.owner, args.quick))
+    run = _worker(args.group, args.driver, args.owner, args.quick)
+    if args.profile:
+        import cProfile
+
+        with cProfile.Profile() as profile:
+            result = asyncio.run(run)
+        profile.dump_stats(args.profile)
+    else:
+        result = asyncio.run(run)
     Path(args.out).write_text(json.dumps(result), encoding="utf-8")
     return 0
 
@@ -140,12 +148,14 @@ def _wait_for_load(max_load: float, max_wait: float) -> None:
 
 
 def _run_worker(
-    group: str, driver: str, owner: str, quick: bool, timeout: float
+    group: str, driver: str, owner: str, quick: bool, timeout: float, profile_dir: str | None
 ) -> tuple[dict[str, Any] | None, str | None]:
     with tempfile.TemporaryDirectory(prefix="dsh-bench-") as tmp:
         out = Path(tmp) / "result.json"
         argv = [sys.executable, str(Path(__file__).resolve()), "--worker", group, driver]
         argv += ["--owner", owner, "--out", str(out)] + (["--quick"] if quick else [])
+        if profile_dir is not None:
+            argv += ["--profile", str(Path(profile_dir) / f"{group}-{driver}.prof")]
         proc = subprocess.Popen(argv, start_new_session=True)
         try:
             code = proc.wait(timeout)
@@ -166,9 +176,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drivers", help="comma-separated subset of: raw, pexpect, service, tool")
     parser.add_argument("--max-load", type=float, help="wait until the 1-minute load is below")
     parser.add_argument("--load-wait", type=float, default=1200, help="give up waiting after s")
+    parser.add_argument(
+        "--profile-dir", help="run each worker under cProfile and save GROUP-DRIVER.prof here"
+    )
     parser.add_argument("--worker", nargs=2, metavar=("GROUP", "DRIVER"), help=argparse.SUPPRESS)
     parser.add_argument("--owner", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--profile", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         args.group, args.driver = args.worker
@@ -176,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.max_load is not None:
         _wait_for_load(args.max_load, args.load_wait)
+    if args.profile_dir:
+        Path(args.profile_dir).mkdir(parents=True, exist_ok=True)
     groups = set(args.groups.split(",")) if args.groups else {g for g, _ in PLAN}
     drivers = set(args.drivers.split(",")) if args.drivers else None
     owner = f"bench-{os.getpid()}"
@@ -183,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "quick": args.quick,
+        "owner": owner,
         "machine": machine(),
         "load": {"start": list(load_average())},
         "scrollback_cap": SCROLLBACK_CAP,
@@ -200,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"[{group}] {driver} ...", flush=True)
             began = time.perf_counter()
-            result, error = _run_worker(group, driver, owner, args.quick, timeout)
+            result, error = _run_worker(
+                group, driver, owner, args.quick, timeout, args.profile_dir
+            )
             leaked = _sweep(owner)
             if leaked:
                 report["leaks"].append({"group": group, "driver": driver, "pids": leaked})

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import os
 import time
+import uuid
 from collections.abc import Iterator
 
 import psutil
 import pytest
+
+
+# Shells inherit this from the test process (it is neither DSH_* nor credential-shaped), so
+# the leak check counts only shells started by this run, not by another run on the machine.
+RUN_MARKER = f"TERMINAL_SUITE_RUN={uuid.uuid4().hex}"
+os.environ["TERMINAL_SUITE_RUN"] = RUN_MARKER.split("=", 1)[1]
 
 
 def _terminal_fds() -> set[str]:
@@ -35,7 +42,7 @@ def _live_descendants() -> set[tuple[int, float]]:
 
 
 def _dsh_shells() -> set[int]:
-    """Processes anywhere on the machine that carry the bash backend's DSH_SHELL=1 marker."""
+    """Processes of this run that carry the bash backend's DSH_SHELL=1 marker."""
     pids: set[int] = set()
     me = os.getpid()
     for entry in os.listdir("/proc"):
@@ -43,7 +50,8 @@ def _dsh_shells() -> set[int]:
             continue
         try:
             with open(f"/proc/{entry}/environ", "rb") as handle:
-                if b"\0DSH_SHELL=1\0" in b"\0" + handle.read():
+                environ = b"\0" + handle.read()
+                if b"\0DSH_SHELL=1\0" in environ and b"\0" + RUN_MARKER.encode() + b"\0" in environ:
                     pids.add(int(entry))
         except OSError:
             continue

@@ -14,7 +14,6 @@ import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
-from dsh_terminal_bash import BashBackend, BashConfig
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import TerminalError
@@ -27,6 +26,8 @@ from dsh_terminal_core.terminals import (
     SpawnRequest,
     SpawnResult,
 )
+
+from dsh_terminal_bash import BashBackend, BashConfig
 
 
 class FakeRegistry:

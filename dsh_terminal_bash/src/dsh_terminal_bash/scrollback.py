@@ -14,11 +14,18 @@ lines are stored in blocks of many lines (trimming drops whole blocks or advance
 index), byte sizes are tracked incrementally (O(1) for ASCII text), and the open last
 line is a list of pieces joined only once it completes, so a 10 MB line without a newline
 arriving in 4 KB chunks costs linear time in total.
+
+A block that stops growing is packed into one string. A string object per line costs
+about 60 bytes before its text, which for short lines (``seq`` output) would make the
+history many times larger than its byte cap; packed, it costs its text, and trimming an
+ASCII block by bytes is a ``find`` and a ``count`` of newlines.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
+from typing import overload
 
 import attrs
 from dsh_terminal_core.terminals.types import ReadResult
@@ -32,13 +39,143 @@ _BLOCK_LINES = 4096
 _WINDOW = 64
 """Lines sized at once when trimming by bytes, so most of the work runs in C."""
 
+_SCAN_LINES = 8
+"""Below this many lines a position is found by ``find`` line by line."""
+
+
+class _Packed:
+    """A read-mostly list of lines stored as one string, every line followed by a newline.
+
+    Supports what a full block needs: ``len``, indexing, slicing (a slice comes back as a
+    list), replacing one line and deleting a prefix. Line positions are found by counting
+    newlines onward from the last position looked up, so the usual access pattern —
+    trimming from the front, reading onward from there — costs the distance moved, in C.
+    """
+
+    __slots__ = ("_at_line", "_at_pos", "_count", "text")
+
+    def __init__(self, lines: list[str]) -> None:
+        self.text = "\n".join(lines) + "\n" if lines else ""
+        self._count = len(lines)
+        self._at_line = 0  # a line number and where it starts: where the last lookup ended
+        self._at_pos = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self[:])
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            lo, hi, step = index.indices(self._count)
+            if step != 1:
+                return list(self)[index]
+            if lo >= hi:
+                return []
+            return self.text[self.position(lo) : self.position(hi) - 1].split("\n")
+        index = self._index(index)
+        return self.text[self.position(index) : self.position(index + 1) - 1]
+
+    def __setitem__(self, index: int, line: str) -> None:
+        index = self._index(index)
+        begin, end = self.position(index), self.position(index + 1) - 1
+        self.text = self.text[:begin] + line + self.text[end:]
+        self._at_line, self._at_pos = index, begin
+
+    def __delitem__(self, index: slice) -> None:
+        lo, hi, step = index.indices(self._count)
+        if lo != 0 or step != 1:
+            raise TypeError("only a prefix of packed lines can be deleted")
+        if hi == 0:
+            return
+        self.text = self.text[self.position(hi) :]
+        self._count -= hi
+        self._at_line = self._at_pos = 0
+
+    def position(self, line: int) -> int:
+        """Where line ``line`` starts in :attr:`text` (``len(text)`` for ``len(self)``)."""
+        if line >= self._count:
+            return len(self.text)
+        at, pos = self._at_line, self._at_pos
+        if line < at:
+            at = pos = 0
+        if line > at:
+            pos = _skip_lines(self.text, pos, line - at, len(self.text) // self._count)
+        self._at_line, self._at_pos = line, pos
+        return pos
+
+    def span_bytes(self, lo: int, hi: int, is_ascii: bool) -> int:
+        """UTF-8 size of lines ``[lo, hi)`` with their newlines."""
+        if lo >= hi:
+            return 0
+        begin = self.position(lo)
+        end = self.position(hi)
+        if is_ascii:
+            return end - begin
+        return utf8_len(self.text[begin:end])
+
+    def ascii_prefix_covering(self, lo: int, limit: int, nbytes: int) -> tuple[int, int]:
+        """The fewest lines from ``lo`` (at most to ``limit``) holding ``nbytes`` bytes.
+
+        For an ASCII block only, where characters are bytes. Returns the index after
+        those lines and their size with newlines.
+        """
+        begin = self.position(lo)
+        newline = self.text.find("\n", begin + max(nbytes, 1) - 1)
+        if newline >= 0:
+            end = lo + self.text.count("\n", begin, newline + 1)
+            if end < limit:
+                self._at_line, self._at_pos = end, newline + 1
+                return end, newline + 1 - begin
+        return limit, self.position(limit) - begin
+
+    def _index(self, index: int) -> int:
+        if index < 0:
+            index += self._count
+        if not 0 <= index < self._count:
+            raise IndexError("line index out of range")
+        return index
+
+
+def _skip_lines(text: str, pos: int, lines: int, average: int) -> int:
+    """Return the position just after the ``lines``-th newline from ``pos`` on.
+
+    Counts newlines over windows sized by the ``average`` line length, so the work runs in
+    C; a window that overshoots is halved. Lines exist: ``text`` ends with a newline.
+    """
+    size = len(text)
+    step = max(average, 1)
+    while lines > _SCAN_LINES:
+        end = min(pos + lines * step, size)
+        found = text.count("\n", pos, end)
+        if found < lines:
+            pos, lines = end, lines - found
+        elif found == lines:
+            return text.rfind("\n", pos, end) + 1
+        else:
+            step = max(step // 2, 1)
+    find = text.find
+    for _ in range(lines):
+        pos = find("\n", pos) + 1
+    return pos
+
 
 @attrs.define(slots=True, eq=False)
 class _Block:
-    """Complete lines ``lines[start:]``, numbered from ``base`` (the number of ``lines[0]``)."""
+    """Complete lines ``lines[start:]``, numbered from ``base`` (the number of ``lines[0]``).
+
+    The newest block is a list that grows; older blocks are :class:`_Packed`.
+    """
 
     base: int
-    lines: list[str]
+    lines: list[str] | _Packed
     start: int
     nbytes: int  # retained lines, each with its newline
     ascii: bool
@@ -50,6 +187,14 @@ class _Block:
     @property
     def end(self) -> int:
         return self.base + len(self.lines)
+
+
+def _span_bytes(block: _Block, lo: int, hi: int) -> int:
+    """UTF-8 size of ``block.lines[lo:hi]``, a newline after each."""
+    lines = block.lines
+    if isinstance(lines, _Packed):
+        return lines.span_bytes(lo, hi, block.ascii)
+    return _lines_bytes(lines[lo:hi], block.ascii)
 
 
 def _lines_bytes(lines: list[str], is_ascii: bool) -> int:
@@ -219,10 +364,13 @@ class Scrollback:
     def _add_lines(self, lines: list[str], nbytes: int, is_ascii: bool) -> None:
         last = self._blocks[-1] if self._blocks else None
         if last is not None and len(last.lines) < _BLOCK_LINES:
+            assert isinstance(last.lines, list)  # only the newest block grows
             last.lines.extend(lines)
             last.nbytes += nbytes
             last.ascii = last.ascii and is_ascii
         else:
+            if last is not None and isinstance(last.lines, list):
+                self._pack(last)
             self._blocks.append(
                 _Block(base=self._complete, lines=lines, start=0, nbytes=nbytes, ascii=is_ascii)
             )
@@ -231,6 +379,17 @@ class Scrollback:
         self._complete += len(lines)
         self._nlines += len(lines)
         self._nbytes += nbytes
+
+    @staticmethod
+    def _pack(block: _Block) -> None:
+        """Store a block that has stopped growing as one string (dropping trimmed lines)."""
+        lines = block.lines
+        assert isinstance(lines, list)
+        if block.start:
+            del lines[: block.start]
+            block.base += block.start
+            block.start = 0
+        block.lines = _Packed(lines)
 
     # -- bounds ----------------------------------------------------------------------
 
@@ -289,8 +448,7 @@ class Scrollback:
             count -= self._drop_block().count
         if count:
             block = self._blocks[0]
-            gone = block.lines[block.start : block.start + count]
-            self._advance(block, count, _lines_bytes(gone, block.ascii))
+            self._advance(block, count, _span_bytes(block, block.start, block.start + count))
 
     def _drop_bytes(self, excess: int, keep_last: bool) -> None:
         """Drop the oldest complete lines until ``excess`` bytes are gone.
@@ -307,6 +465,12 @@ class Scrollback:
                 continue
             # Drop a window of lines at a time while it fits in the excess, then line by line.
             limit = len(block.lines) - (1 if keep_last and only_block else 0)
+            if block.ascii and isinstance(block.lines, _Packed) and block.start < limit:
+                # The same lines as below (the fewest that cover the excess), found by
+                # binary search over the offsets.
+                end, size = block.lines.ascii_prefix_covering(block.start, limit, excess)
+                self._advance(block, end - block.start, size)
+                excess -= size
             while excess > 0 and block.start < limit:
                 stop = min(block.start + _WINDOW, limit)
                 window = block.lines[block.start : stop]

@@ -93,7 +93,11 @@ class ViewportBuffer:
     def __init__(self, max_bytes: int) -> None:
         """Create an empty buffer; raises ValueError unless ``max_bytes`` is positive."""
         self._all = TailBuffer(max_bytes)
-        self._new = TailBuffer(max_bytes)
+        # Until the first read_new, "everything since the last read" is the viewport
+        # itself, so the cursor's own buffer starts only then: a foreground send, which
+        # never reads incrementally, keeps one copy of its output instead of two.
+        self._new: TailBuffer | None = None
+        self._max_bytes = max_bytes
 
     @property
     def truncated(self) -> bool:
@@ -103,7 +107,8 @@ class ViewportBuffer:
     def append(self, text: str) -> None:
         """Add output that arrived during the send."""
         self._all.append(text)
-        self._new.append(text)
+        if self._new is not None:
+            self._new.append(text)
 
     def text(self) -> str:
         """Return the viewport: the last ``max_bytes`` of the output, code point safe."""
@@ -111,6 +116,9 @@ class ViewportBuffer:
 
     def read_new(self) -> tuple[str, bool]:
         """Return the output since the previous call and whether its start was dropped."""
+        if self._new is None:
+            self._new = TailBuffer(self._max_bytes)
+            return self._all.text(), self._all.truncated
         text = self._new.text()
         truncated = self._new.truncated
         self._new.clear()

@@ -10,15 +10,20 @@ whose text is ``error [CODE]: message``.
 Lifetime. The connection ends when the client closes our stdin, when stdout breaks, or on
 SIGTERM, SIGINT or SIGHUP. Each way ends the same: in-flight calls are cancelled, the
 agent is disposed (every session it opened is torn down, whole process tree), the
-harness is closed, and :func:`serve` returns 0. A second signal during that shutdown
-SIGKILLs every live session at once and exits 1, for an operator who cannot wait.
+harness is closed, and :func:`serve` returns 0. The signals need handlers of their own:
+the provider's host-exit backstop is an ``atexit`` hook, which runs when the interpreter
+exits but not when a signal's default action kills the process. A second signal during
+shutdown SIGKILLs every live session at once (that same backstop, called directly) and
+exits 1, for an operator who cannot wait.
 
-If the server itself is SIGKILLed nothing here runs. Each shell leads its own session on
-its own PTY, whose master only this process holds; the kernel closes the master when the
-process dies, which hangs up the terminal: the shell receives SIGHUP and, being
-interactive, hangs up its jobs before it exits. Programs that ignore SIGHUP (``nohup``,
-``setsid``) are outside that net. Confined shells also have bubblewrap's
-``--die-with-parent``.
+If the server itself is SIGKILLed nothing here runs, and the kernel is the backstop. Each
+shell leads its own session on its own PTY, whose master only this process holds; when
+the process dies the master closes and the terminal hangs up. Unconfined, bash gets
+SIGHUP and, being interactive, hangs up its jobs, foreground and background, before it
+exits. Confined, bubblewrap leads the session and its ``--die-with-parent`` SIGKILLs it
+and bash; the kernel then hangs up the terminal's foreground job, but bash had no chance
+to hang up its background jobs (``cmd &``), which survive. Programs that ignore SIGHUP
+(``nohup``) or leave the session (``setsid``) survive either way.
 
 The protocol owns stdout. While serving, fd 1 points at stderr and fd 0 at ``/dev/null``,
 so a stray ``print`` or a child that inherits them cannot corrupt or steal the stream;
@@ -54,7 +59,15 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
     from mcp.shared.message import SessionMessage
 
-__all__ = ["ENV_SANDBOX_MODE", "ENV_WORKSPACE_ROOT", "McpServerError", "build_config", "serve"]
+__all__ = [
+    "ENV_SANDBOX_MODE",
+    "ENV_WORKSPACE_ROOT",
+    "McpServerError",
+    "build_config",
+    "sandbox_warning",
+    "serve",
+    "to_call_result",
+]
 
 ENV_SANDBOX_MODE = "DSH_SANDBOX_MODE"
 ENV_WORKSPACE_ROOT = "DSH_WORKSPACE_ROOT"
@@ -223,6 +236,7 @@ async def _serve(config: Mapping[str, Mapping[str, Any]]) -> int:
         _announce(harness, agent)
         server = _build_server(harness, agent)
         status = 0
+        failed = False
         with stop.installed(asyncio.get_running_loop()):
             try:
                 async with _StdioWire() as wire:
@@ -232,12 +246,16 @@ async def _serve(config: Mapping[str, Mapping[str, Any]]) -> int:
                 log.exception("the MCP connection failed")
                 status = 1
             log.info("%s; closing every session", stop.reason or "the client disconnected")
-            try:
-                await agent.dispose()
-                await harness.aclose()
-            except DisposeError as exc:
-                log.error("shutdown left failures: %s", _describe(exc))
-                return 1
+            # The agent first, so its sessions close before the services they run on; the
+            # harness still closes when that fails, and both failures are reported.
+            for close in (agent.dispose, harness.aclose):
+                try:
+                    await close()
+                except Exception as exc:  # reported, and the exit status says so
+                    log.error("shutdown left failures: %s", _describe(exc))
+                    failed = True
+    if failed:
+        return 1
     log.info("all sessions closed; exiting")
     return status
 
@@ -255,9 +273,8 @@ def _announce(harness: Harness, agent: Agent) -> None:
 
 
 def _describe(exc: BaseException) -> str:
-    parts = getattr(exc, "exceptions", None) or getattr(exc, "errors", None)
-    if parts:
-        return "; ".join(_describe(part) for part in parts)
+    if isinstance(exc, DisposeError) and exc.errors:
+        return "; ".join(_describe(part) for part in exc.errors)
     return f"{type(exc).__name__}: {exc}"
 
 
@@ -483,9 +500,9 @@ class _StdioWire:
             os.close(null)
         self._reader = _DaemonCalls("dsh-mcp-stdin")
         self._writer = _DaemonCalls("dsh-mcp-stdout")
-        inbound_send, self.receive = anyio.create_memory_object_stream[
-            SessionMessage | Exception
-        ](0)
+        inbound_send, self.receive = anyio.create_memory_object_stream[SessionMessage | Exception](
+            0
+        )
         self.send, outbound_receive = anyio.create_memory_object_stream[SessionMessage](0)
         self._tasks = [
             asyncio.create_task(self._pump_in(inbound_send)),

@@ -42,6 +42,9 @@ _MAX_POLLFDS = 65536  # bounds one memory read; larger arrays are not inspected 
 _MAX_SELECT_FDS = 1 << 20
 _ELF64_HEADER = b"\x7fELF\x02"
 _DEV_TTY = os.makedev(5, 0)  # /dev/tty: "my controlling terminal"
+_ELF_CACHE_MAX = 256
+_READ_SIZE = 4096
+_VOLUNTARY = "\nvoluntary_ctxt_switches:"
 
 
 class LinuxStdinProbe:
@@ -50,6 +53,7 @@ class LinuxStdinProbe:
     def __init__(self, table: SyscallTable | None = None, proc: str = PROC) -> None:
         self._table = table if table is not None else current_table()
         self._proc = proc
+        self._elf64: dict[tuple[int, int, int], bool] = {}
 
     def terminal_of(self, master_fd: int) -> TerminalIdentity | None:
         """Identify the slave of ``master_fd`` without depending on where devpts is mounted.
@@ -124,19 +128,34 @@ class LinuxStdinProbe:
     def _voluntary_switches(self, pid: int, tid: str) -> int:
         status = _read_text(f"{self._proc}/{pid}/task/{tid}/status")
         if status is not None:
-            for line in status.splitlines():
-                if line.startswith("voluntary_ctxt_switches:"):
-                    with contextlib.suppress(ValueError):
-                        return int(line.split(":", 1)[1])
+            start = status.find(_VOLUNTARY)
+            if start >= 0:
+                start += len(_VOLUNTARY)
+                end = status.find("\n", start)
+                with contextlib.suppress(ValueError):
+                    return int(status[start : end if end >= 0 else len(status)])
         return 0
 
     def _is_64bit(self, pid: int) -> bool:
-        # A 32-bit (compat) process reports syscall numbers from another table.
+        # A 32-bit (compat) process reports syscall numbers from another table. The
+        # answer belongs to the executable, so it is remembered per file: one stat per
+        # probe instead of reading the ELF header every time.
+        path = f"{self._proc}/{pid}/exe"
         try:
-            with open(f"{self._proc}/{pid}/exe", "rb") as handle:
-                return handle.read(5) == _ELF64_HEADER
+            st = os.stat(path)
         except OSError:
             return False
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns)
+        known = self._elf64.get(key)
+        if known is None:
+            header = _read_bytes(path, 5)
+            if header is None:
+                return False
+            known = header[:5] == _ELF64_HEADER
+            if len(self._elf64) >= _ELF_CACHE_MAX:
+                self._elf64.clear()
+            self._elf64[key] = known
+        return known
 
     def _thread_reading(self, pid: int, tid: str, terminal: TerminalIdentity) -> bool:
         assert self._table is not None
@@ -235,12 +254,38 @@ def _pty_number(master_fd: int, request: int) -> int | None:
     return int(struct.unpack("I", raw)[0])
 
 
-def _read_text(path: str) -> str | None:
+def _read_bytes(path: str, limit: int | None = None) -> bytes | None:
+    """Read a small file (at most ``limit`` bytes) with bare system calls; None on failure.
+
+    ``/proc`` files are read on every readiness probe, so this skips the buffered file
+    object (and its extra ``fstat``/``ioctl``/``lseek`` calls): a read shorter than
+    asked for is the end of a ``/proc`` file, so a small file costs open, read, close.
+    """
     try:
-        with open(path, "rb") as handle:
-            return handle.read().decode("ascii", "replace")
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
+    try:
+        size = limit if limit is not None else _READ_SIZE
+        data = os.read(fd, size)
+        if limit is None and len(data) == size:
+            parts = [data]
+            while True:
+                more = os.read(fd, _READ_SIZE)
+                if not more:
+                    break
+                parts.append(more)
+            data = b"".join(parts)
+        return data
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _read_text(path: str) -> str | None:
+    data = _read_bytes(path)
+    return data.decode("ascii", "replace") if data is not None else None
 
 
 def _parse_syscall(line: str) -> tuple[int, list[int]] | None:

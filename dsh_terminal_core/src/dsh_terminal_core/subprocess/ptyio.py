@@ -1,8 +1,8 @@
 """Byte transport over a non-blocking PTY master, driven by the event loop.
 
 Output: the loop calls us when the master is readable; we read big chunks until the
-kernel has nothing more and hand each chunk to the output handler (or buffer it until one
-is set). Reading stops for good at EIO/EOF — Linux reports EIO once every slave
+kernel has nothing more (or a bound is reached) and hand what one wakeup read to the
+output handler as one chunk (or buffer it until one is set). Reading stops for good at EIO/EOF — Linux reports EIO once every slave
 descriptor is closed, and a master left registered would then be "readable" forever.
 
 Input: a PTY accepts only a few KB while the program on it is not reading, so a write is
@@ -89,13 +89,13 @@ class PtyChannel:
         return buffered + int(struct.unpack("i", raw)[0])
 
     def drain(self, limit: int = DRAIN_LIMIT) -> None:
-        """Read and deliver what is readable now, up to ``limit`` bytes; never blocks."""
+        """Read and deliver what is readable now, up to about ``limit`` bytes; never blocks."""
         taken = 0
-        while self._fd is not None and not self._eof and taken < limit:
-            chunk = self._read_once()
-            if not chunk:
+        while taken < limit:
+            delivered = self._read_batch()
+            if not delivered:
                 return
-            taken += len(chunk)
+            taken += delivered
 
     async def write(self, data: bytes) -> None:
         """Write all of ``data``, waiting for the reader to make room; never blocks the loop.
@@ -160,12 +160,30 @@ class PtyChannel:
                 self._loop.remove_writer(fd)
 
     def _on_readable(self) -> None:
-        for _ in range(_READS_PER_WAKEUP):
-            if not self._read_once():
-                return
+        self._read_batch()
+
+    def _read_batch(self) -> int:
+        """Read what is readable (a bounded number of reads) and deliver it as one chunk.
+
+        A PTY hands over at most a few KB per read while a fast writer refills it as
+        quickly, so one wakeup often finds many reads' worth; delivering them together
+        pays the consumer's per-chunk cost once. Returns the number of bytes delivered.
+        """
+        first = self._read_once()
+        if not first:
+            return 0
+        chunks = [first]
+        for _ in range(_READS_PER_WAKEUP - 1):
+            chunk = self._read_once()
+            if not chunk:
+                break
+            chunks.append(chunk)
+        data = first if len(chunks) == 1 else b"".join(chunks)
+        self._deliver(data)
+        return len(data)
 
     def _read_once(self) -> bytes:
-        """Read one chunk and deliver it; b"" when nothing is readable or reading ended."""
+        """Read one chunk; b"" when nothing is readable or reading ended."""
         fd = self._fd
         if fd is None or self._eof:
             return b""
@@ -183,7 +201,6 @@ class PtyChannel:
             self._eof = True
             self._stop_reading(fd)
             return b""
-        self._deliver(chunk)
         return chunk
 
     def _stop_reading(self, fd: int) -> None:

@@ -1,0 +1,70 @@
+"""The benchmark runs end to end at tiny sizes, reports every scenario and cleans up.
+
+Timings are never asserted here: they belong to ``bench/run.py`` on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCENARIOS = {
+    "open": {"raw", "pexpect", "service", "tool"},
+    "close": {"raw", "pexpect", "service", "tool"},
+    "echo": {"raw", "pexpect", "service", "tool"},
+    "pwd": {"raw", "pexpect", "service", "tool"},
+    "repl": {"raw", "pexpect", "service", "tool"},
+    "throughput": {"raw", "pexpect", "service", "tool"},
+    "concurrent": {"raw", "service", "tool"},
+    "idle_memory": {"raw", "pexpect", "service", "tool"},
+}
+
+
+def _processes_of(owner: str) -> list[int]:
+    needle = f"\0DSH_SESSION_ID={owner}\0".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as handle:
+                    if needle in b"\0" + handle.read() + b"\0":
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark reads /proc")
+def test_quick_benchmark_completes_and_leaves_nothing(tmp_path: Path) -> None:
+    out = tmp_path / "quick.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["errors"] == [] and report["leaks"] == []
+    scenarios = report["scenarios"]
+    for scenario, contenders in SCENARIOS.items():
+        assert set(scenarios.get(scenario, {})) == contenders, scenario
+    for level in ("service", "tool"):
+        for scenario in ("echo", "pwd", "repl", "throughput", "concurrent"):
+            reasons = scenarios[scenario][level]["wait_reasons"]
+            assert set(reasons) == {"stdin_read"}, (scenario, level, reasons)
+        assert scenarios["repl"][level]["repl_startup_wait_reason"] == "stdin_read"
+    targets = {(t["target"], t["level"]) for t in report["targets"]}
+    assert len(targets) == 16 and all(t["met"] is not None for t in report["targets"])
+    for key in ("nproc", "cpu_model", "kernel", "python"):
+        assert report["machine"][key]
+    assert "| target (SPEC §11) |" in result.stdout
+    assert _processes_of(report["owner"]) == []
