@@ -14,7 +14,6 @@ import signal
 from itertools import count
 
 import pexpect
-
 from _env import PROMPT_BYTES, REPL_PROMPT, SHELL_ARGV, Expect, bench_environment
 
 __all__ = ["PexpectDriver"]
@@ -63,7 +62,7 @@ class PexpectDriver:
                 os.killpg(pgid, signal.SIGKILL)
         try:
             child.close(force=True)
-        except Exception:  # noqa: BLE001 - make certain below
+        except Exception:
             with contextlib.suppress(OSError):
                 os.kill(child.pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):

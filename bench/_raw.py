@@ -15,9 +15,8 @@ import signal
 from collections.abc import Callable
 from itertools import count
 
-from ptyprocess import PtyProcess
-
 from _env import SHELL_ARGV, Expect, bench_environment, prompt_settled
+from ptyprocess import PtyProcess
 
 __all__ = ["RawDriver"]
 
@@ -61,9 +60,9 @@ class RawSession:
             self.received += len(chunk)
             self._tail = (self._tail + chunk[-_TAIL:])[-_TAIL:]
         waiter = self._waiter
-        if waiter is not None and not waiter.done() and self._want is not None:
-            if self._want(self._tail):
-                waiter.set_result(None)
+        want = self._want
+        if waiter is not None and not waiter.done() and want is not None and want(self._tail):
+            waiter.set_result(None)
 
     def close(self) -> None:
         """SIGKILL the foreground job and the shell, reap the shell, close the master."""

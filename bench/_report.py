@@ -91,13 +91,14 @@ def evaluate_targets(results: dict[str, Any], scrollback_cap: int) -> list[dict[
             "" if conc_ok else "not all stdin_read",
         )
         idle = _get(results, "idle_memory", level, "per_session_kib")
-        add("idle session RSS (KiB each)", level, idle, f"< {IDLE_LIMIT_KIB}", idle < IDLE_LIMIT_KIB)
+        limit = f"< {IDLE_LIMIT_KIB}"
+        add("idle session RSS (KiB each)", level, idle, limit, idle < IDLE_LIMIT_KIB)
     return targets
 
 
 def _fmt(value: float, digits: int = 2) -> str:
     if isinstance(value, float) and math.isnan(value):
-        return "–"
+        return "-"
     return f"{value:.{digits}f}"
 
 
@@ -120,8 +121,8 @@ def markdown(report: dict[str, Any]) -> str:
         + (" — QUICK SIZES, not representative" if report["quick"] else ""),
         "",
         "| scenario | contender | n | p50 ms | p95 ms | p99 ms | x raw (p50) | x pexpect (p50) "
-        "| wait reasons |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        "| CPU us/send | wait reasons |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     labels = {
         "open": "open (spawn to first prompt)",
@@ -146,7 +147,8 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"| {label} | {contender} | {entry['n']} | {_fmt(p50)} | "
                 f"{_fmt(entry['p95_ms'])} | {_fmt(entry['p99_ms'])} | "
-                f"{_fmt(_ratio(p50, raw), 1)} | {_fmt(_ratio(p50, pex), 1)} | {_reasons(entry)} |"
+                f"{_fmt(_ratio(p50, raw), 1)} | {_fmt(_ratio(p50, pex), 1)} | "
+                f"{_fmt(1000 * entry.get('cpu_ms_per_send', math.nan), 0)} | {_reasons(entry)} |"
             )
     tp = results.get("throughput", {})
     if tp:
@@ -156,9 +158,9 @@ def markdown(report: dict[str, Any]) -> str:
             f"Throughput: `seq 1 N` through one send, {any_entry['pty_bytes'] / 1e6:.1f} MB of "
             f"PTY output, scrollback capped at {report['scrollback_cap'] / 2**20:.0f} MiB.",
             "",
-            "| contender | MB/s p50 | MB/s min | of raw rate | x pexpect | peak RSS growth MiB "
-            "| scrollback kept | wait reasons |",
-            "|---|---:|---:|---:|---:|---:|---:|---|",
+            "| contender | MB/s p50 | MB/s min | of raw rate | x pexpect | CPU ms/MB "
+            "| peak RSS growth MiB | scrollback kept | wait reasons |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         raw = _get(results, "throughput", "raw", "mb_per_s_p50")
         pex = _get(results, "throughput", "pexpect", "mb_per_s_p50")
@@ -176,6 +178,7 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(
                 f"| {contender} | {_fmt(rate, 1)} | {_fmt(entry['mb_per_s_min'], 1)} | "
                 f"{_fmt(100 * _ratio(rate, raw), 0)}% | {_fmt(_ratio(rate, pex), 2)} | "
+                f"{_fmt(entry.get('cpu_ms_per_mb', math.nan), 1)} | "
                 f"{_fmt(entry['peak_rss_delta_mib'], 1)} | {kept_text} | {_reasons(entry)} |"
             )
     idle = results.get("idle_memory", {})
@@ -198,7 +201,7 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---:|---|---|",
     ]
     for target in report["targets"]:
-        verdict = {True: "met", False: "**missed**", None: "–"}[target["met"]]
+        verdict = {True: "met", False: "**missed**", None: "-"}[target["met"]]
         if target["note"]:
             verdict += f" ({target['note']})"
         lines.append(

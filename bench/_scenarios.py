@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from _env import Expect
 from _stats import summarize
 
-__all__ = ["GROUPS", "QUICK", "FULL", "Driver", "run_group", "seq_bytes"]
+__all__ = ["FULL", "GROUPS", "QUICK", "Driver", "run_group", "seq_bytes"]
 
 FULL: dict[str, int] = {
     "open_warmup": 3,

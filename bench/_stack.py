@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from _env import Expect
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import SendRequest, SpawnRequest
-
-from _env import Expect
 
 __all__ = ["ServiceDriver", "ToolDriver", "stack_config"]
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import datetime
 import json
 import os
@@ -123,10 +124,8 @@ def _sweep(owner: str, wait: float = 5.0) -> list[int]:
         time.sleep(0.05)
         left = _shells_of(owner)
     for pid in left:
-        try:
+        with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
     return left
 
 
@@ -172,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="tiny sizes (smoke test)")
     parser.add_argument("--json", help="where to save results (default: bench/results/...)")
-    parser.add_argument("--groups", help="comma-separated subset of: " + ", ".join(g for g, _ in PLAN))
+    group_names = ", ".join(g for g, _ in PLAN)
+    parser.add_argument("--groups", help=f"comma-separated subset of: {group_names}")
     parser.add_argument("--drivers", help="comma-separated subset of: raw, pexpect, service, tool")
     parser.add_argument("--max-load", type=float, help="wait until the 1-minute load is below")
     parser.add_argument("--load-wait", type=float, default=1200, help="give up waiting after s")
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     owner = f"bench-{os.getpid()}"
     timeout = 180.0 if args.quick else 1800.0
     report: dict[str, Any] = {
-        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "quick": args.quick,
         "owner": owner,
         "machine": machine(),
@@ -217,9 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"[{group}] {driver} ...", flush=True)
             began = time.perf_counter()
-            result, error = _run_worker(
-                group, driver, owner, args.quick, timeout, args.profile_dir
-            )
+            result, error = _run_worker(group, driver, owner, args.quick, timeout, args.profile_dir)
             leaked = _sweep(owner)
             if leaked:
                 report["leaks"].append({"group": group, "driver": driver, "pids": leaked})

@@ -314,12 +314,15 @@ async def test_the_gdb_mi_tool_keeps_one_gdb_per_agent(tmp_path: Path) -> None:
         assert ("result", "running") in kinds and kinds[-1] == ("exec", "stopped")
         assert run.value["records"][-1]["results"]["frame"]["line"] == "5"
         assert "*stopped" in run.text
+        def stops(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [r for r in records if r["kind"] == "exec" and r.get("class") == "stopped"]
+
         step = await call(agent, "-exec-next", waitForStop=False)
-        assert step.value["records"][-1]["kind"] != "exec" or step.value["records"][-1].get(
-            "class"
-        ) != "stopped"
+        assert stops(step.value["records"]) == []
         value = await call(agent, "-data-evaluate-expression counter")
-        # The *stopped of the step arrives first, then the answer.
+        # The step's *stopped, read meanwhile, comes first; then the answer.
+        [stopped] = stops(value.value["records"])
+        assert stopped["results"]["frame"]["line"] == "6"
         assert value.value["records"][-1]["results"] == {"value": "42"}
         assert value.value["sessionId"] == sid
 

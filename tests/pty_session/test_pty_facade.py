@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import types
 import weakref
@@ -240,3 +241,25 @@ async def test_the_facade_keeps_no_agent_alive() -> None:
         del agent
         gc.collect()
         assert ref() is None
+
+
+@pytest.mark.parametrize("kind", ["fake", "real"])
+async def test_owner_disposed_during_an_open_fails_it_and_leaves_nothing(kind: str) -> None:
+    async with Harness(config=full_access()) as h:
+        registry = FakeRegistry(fake_backend(h)) if kind == "fake" else None
+        with contextlib.ExitStack() as stack:
+            if registry is not None:
+                stack.enter_context(h.ctx.override("terminals", registry))
+            agent = h.create_agent("a")
+            opening = asyncio.ensure_future(h.ctx.pty.open(agent, {"command": "sleep 30"}))
+            await asyncio.sleep(0.3)
+            assert not opening.done()
+            await agent.dispose()
+            with pytest.raises(TerminalError) as caught:
+                await asyncio.wait_for(opening, 10)
+            assert caught.value.code == "OWNER_NOT_LIVE"
+            assert h.ctx.pty.opened_sessions(agent) == []
+            if registry is not None:
+                assert registry.sessions == {}
+            else:
+                assert h.ctx.terminals.list(agent) == []

@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 import psutil
-
 from dsh_terminal_core.sandbox.bwrap import BwrapConfig, BwrapSandbox
 
 BWRAP_USABLE = BwrapSandbox(BwrapConfig()).available()
@@ -38,7 +37,7 @@ def with_argv(fragment: str) -> list[psutil.Process]:
 def alive(proc: psutil.Process) -> bool:
     """True while ``proc`` (by pid and start time) runs and is not a zombie."""
     try:
-        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 

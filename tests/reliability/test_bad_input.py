@@ -8,24 +8,27 @@ the loop that opened it, and hypothesis runs examples one after another.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
-
-from dsh_terminal_bash import BashConfig
 from dsh_terminal_bash.sanitizer import Sanitizer
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import ReadRequest, WaitReason
 from dsh_terminal_core.tools import ToolExec
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from dsh_terminal_bash import BashConfig
 
 from ..helpers import full_access, harness, open_shell, send
 
 DEFAULTS = BashConfig()
+# Examples per property test; raise it for a deeper run (FIGURES.md gives the command).
+EXAMPLES = int(os.environ.get("RELIABILITY_FUZZ_EXAMPLES", "40"))
 SETTLE_BOUND_S = 10.0  # far above every legitimate settle here; only a hang gets near it
 T = TypeVar("T")
 
@@ -60,15 +63,15 @@ def cat_v(data: bytes) -> str:
 
 
 typed = st.text(
-    alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=("Cs",)),
+    alphabet=st.characters(min_codepoint=0, max_codepoint=0x10FFFF, exclude_categories=["Cs"]),
     min_size=1,
     max_size=300,
 )
 
-RAW_CAT = "stty raw -echo -iexten; cat{flags}"
+RAW_CAT_V = "stty raw -echo -iexten; cat -v"
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(typed, min_size=1, max_size=3))
 @example(["\x00\x03\x04\x1a\x11\x13\x1c\x7f", "\r\n\t\x1b[31m\x1b]0;t\x07", "é漢\U0001f600"])
 def test_any_text_typed_into_cat_v_arrives_byte_for_byte(pieces: list[str]) -> None:
@@ -77,11 +80,13 @@ def test_any_text_typed_into_cat_v_arrives_byte_for_byte(pieces: list[str]) -> N
 
     async def body(h: Harness, agent: Agent) -> list[Any]:
         sid = await open_shell(h, agent)
-        ready = await send(h, agent, sid, RAW_CAT.format(flags=" -v"))
+        ready = await send(h, agent, sid, RAW_CAT_V)
         assert ready.wait_reason is WaitReason.STDIN_READ
         results = []
         for piece in pieces:
-            results.append(await asyncio.wait_for(send(h, agent, sid, piece, submit=False), SETTLE_BOUND_S))
+            results.append(
+                await asyncio.wait_for(send(h, agent, sid, piece, submit=False), SETTLE_BOUND_S)
+            )
         return results
 
     results = run(body)
@@ -91,25 +96,34 @@ def test_any_text_typed_into_cat_v_arrives_byte_for_byte(pieces: list[str]) -> N
         assert result.viewport == cat_v(piece.encode())
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.binary(min_size=1, max_size=300).map(lambda b: b.decode("latin-1")), min_size=1, max_size=3))
-@example(["\x1b]133;D;0\x07dsh> ", "\x1b]0;unterminated", "\x1b[", "\r", "\n\x1b\\tail"])
-def test_any_bytes_echoed_raw_match_the_sanitizer(pieces: list[str]) -> None:
-    """A program echoing arbitrary bytes (escapes, forged markers, lone CRs) back raw: each
-    send settles, and the viewports add up to what the sanitizer makes of those bytes."""
+# Writes each hex line it reads as raw bytes: a program printing anything at all.
+RAW_PRINTER = (
+    "stty raw -echo -iexten; python3 -c "
+    "'import os, sys; [os.write(1, bytes.fromhex(line)) for line in sys.stdin]'"
+)
+
+
+@settings(max_examples=EXAMPLES // 2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.binary(min_size=1, max_size=300), min_size=1, max_size=3))
+@example([b"\x1b]133;D;0\x07dsh> ", b"\x1b]0;open", b"\xff\xfe\x9b[", b"\r", b"\n\x1b\\tail\xe6"])
+def test_any_bytes_printed_match_the_sanitizer(pieces: list[bytes]) -> None:
+    """A program printing arbitrary bytes (escapes, forged markers, C1, invalid UTF-8, lone
+    CRs): each send settles, and the viewports add up to what the sanitizer makes of them."""
 
     async def body(h: Harness, agent: Agent) -> list[Any]:
         sid = await open_shell(h, agent)
-        await send(h, agent, sid, RAW_CAT.format(flags=""))
+        await send(h, agent, sid, RAW_PRINTER)
         return [
-            await asyncio.wait_for(send(h, agent, sid, piece, submit=False), SETTLE_BOUND_S)
+            await asyncio.wait_for(
+                send(h, agent, sid, piece.hex() + "\n", submit=False), SETTLE_BOUND_S
+            )
             for piece in pieces
         ]
 
     results = run(body)
     assert all(r.wait_reason is WaitReason.STDIN_READ for r in results)
     sanitizer = Sanitizer(max_escape_bytes=DEFAULTS.max_read_bytes)
-    expected = sanitizer.feed("".join(pieces).encode()).text
+    expected = sanitizer.feed(b"".join(pieces)).text
     assert "".join(r.viewport for r in results) == expected
 
 
@@ -121,7 +135,11 @@ async def test_nul_bytes_printed_and_typed() -> None:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
         printed = await send(h, agent, sid, r"printf 'a\0b\0\0c\n'")
-        assert (printed.wait_reason, printed.exit_code, printed.viewport) == (WaitReason.STDIN_READ, 0, "abc\n")
+        assert (printed.wait_reason, printed.exit_code, printed.viewport) == (
+            WaitReason.STDIN_READ,
+            0,
+            "abc\n",
+        )
         # A NUL typed into readline is not text; the command around it still runs.
         typed = await send(h, agent, sid, "echo left\x00right")
         assert (typed.wait_reason, typed.exit_code) == (WaitReason.STDIN_READ, 0)
@@ -164,6 +182,10 @@ async def test_ten_megabytes_without_a_newline_settle_in_linear_time() -> None:
             assert session.scrollback.retained_bytes <= DEFAULTS.scrollback_max_bytes
         # Ten times the output may take ten times as long (plus noise), never a hundred.
         assert timings[10_000_000] < 25 * timings[1_000_000] + 1.0, timings
+        print(
+            f"\nFIGURE flood: 1 MB in {timings[1_000_000]:.3f}s, 10 MB in "
+            f"{timings[10_000_000]:.3f}s, scrollback {session.scrollback.retained_bytes} bytes"
+        )
         page = await h.call_tool(agent, "terminal_read", {"sessionId": sid})
         assert page.value["truncated"] and len(page.text.encode()) <= 262144
         after = await send(h, agent, sid, "echo after-flood")
@@ -197,10 +219,40 @@ async def test_oversize_arguments_are_refused_before_anything_runs() -> None:
             assert len(result.text) < 1000  # the refusal does not echo the payload
         page = await h.call_tool(agent, "terminal_read", {"sessionId": sid})
         assert "yyyy" not in page.value["text"] and "zzzz" not in page.value["text"]
-        assert [s["sessionId"] for s in (await h.call_tool(agent, "terminal_list", {})).value["sessions"]] == [
+        assert [
+            s["sessionId"]
+            for s in (await h.call_tool(agent, "terminal_list", {})).value["sessions"]
+        ] == [
             sid,
             pty.value["sessionId"],
         ]
+
+
+async def test_lone_surrogates_are_refused_before_anything_is_typed() -> None:
+    """JSON may carry a lone surrogate (``"\\ud800"``) that has no UTF-8 encoding; it must be
+    refused at once, not typed as nothing and then reported as a silent running command."""
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = (await h.call_tool(agent, "terminal_open", {"type": "shell"})).value["sessionId"]
+        pty = (await h.call_tool(agent, "pty_open", {"command": "true"})).value["sessionId"]
+        calls = [
+            ("terminal_send", {"sessionId": sid, "text": "echo \ud800"}),
+            ("terminal_send", {"sessionId": sid, "text": "\udcff", "submit": False}),
+            ("terminal_send", {"sessionId": sid, "text": "echo \ud800", "run_in_background": True}),
+            ("pty_send", {"id": pty, "data": "echo \udfff"}),
+            ("pty_open", {"command": "echo \ud800"}),
+            ("pty_open", {"command": "true", "env": {"A": "\ud800"}}),
+        ]
+        for tool, args in calls:
+            started = time.perf_counter()
+            result = await h.call_tool(agent, tool, args)
+            assert result.text.startswith("error [INVALID_ARGUMENT]"), (tool, result.text)
+            assert time.perf_counter() - started < 1.0, tool
+        listed = (await h.call_tool(agent, "terminal_list", {})).value["sessions"]
+        assert [s["sessionId"] for s in listed] == [sid, pty]  # a refused pty_open left nothing
+        assert h.ctx.jobs.list(agent) == []
+        after = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "echo fine"})
+        assert (after.value["waitReason"], after.value["viewport"]) == ("stdin_read", "fine\n")
 
 
 JSON_TYPES = ("null", "boolean", "integer", "number", "string", "array", "object")
@@ -211,7 +263,9 @@ def json_value(kind: str) -> st.SearchStrategy[Any]:
         "null": st.none(),
         "boolean": st.booleans(),
         "integer": st.integers(-(2**70), 2**70),
-        "number": st.floats(allow_nan=True, allow_infinity=True).filter(lambda f: not float(f).is_integer()),
+        "number": st.floats(allow_nan=True, allow_infinity=True).filter(
+            lambda f: not float(f).is_integer()
+        ),
         "string": st.text(max_size=20),
         "array": st.lists(st.integers(), max_size=3),
         "object": st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
@@ -224,7 +278,9 @@ def valid_value(prop: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.sampled_from(prop["enum"])
     kind = prop.get("type")
     if kind == "string":
-        return st.text(min_size=prop.get("minLength", 0), max_size=min(prop.get("maxLength", 40), 40))
+        return st.text(
+            min_size=prop.get("minLength", 0), max_size=min(prop.get("maxLength", 40), 40)
+        )
     if kind == "integer":
         low, high = prop.get("minimum"), prop.get("maximum")
         ints = st.integers(low, high if high is not None else 2**80)
@@ -289,7 +345,9 @@ def _out_of_range(prop: dict[str, Any]) -> st.SearchStrategy[Any]:
     if prop.get("minLength", 0) > 0:
         options.append(st.just(""))
     if "maxLength" in prop:
-        options.append(st.integers(prop["maxLength"] + 1, prop["maxLength"] + 50).map(lambda n: "w" * n))
+        options.append(
+            st.integers(prop["maxLength"] + 1, prop["maxLength"] + 50).map(lambda n: "w" * n)
+        )
     return st.one_of(options)
 
 
@@ -324,13 +382,19 @@ async def _call(h: Harness, agent: Agent, tool: str, args: object) -> Any:
     return await asyncio.wait_for(h.ctx.tools.call(tool, args, exec_), SETTLE_BOUND_S)
 
 
-calls = st.sampled_from(sorted(SCHEMAS)).flatmap(lambda name: st.tuples(st.just(name), invalid_args(SCHEMAS[name])))
-not_objects = st.one_of(st.none(), st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=2))
+calls = st.sampled_from(sorted(SCHEMAS)).flatmap(
+    lambda name: st.tuples(st.just(name), invalid_args(SCHEMAS[name]))
+)
+not_objects = st.one_of(
+    st.none(), st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=2)
+)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(st.lists(calls, min_size=1, max_size=25), not_objects)
-def test_schema_violations_are_invalid_argument_on_every_tool(batch: list[tuple[str, Any]], junk: object) -> None:
+def test_schema_violations_are_invalid_argument_on_every_tool(
+    batch: list[tuple[str, Any]], junk: object
+) -> None:
     async def body(h: Harness, agent: Agent) -> list[tuple[str, Any, str]]:
         out = [(tool, args, (await _call(h, agent, tool, args)).text) for tool, args in batch]
         for tool in sorted(SCHEMAS):
@@ -344,7 +408,14 @@ def test_schema_violations_are_invalid_argument_on_every_tool(batch: list[tuple[
 
 # Valid by the schema, aimed at ids that do not exist or at a live session where that is
 # safe (no random command is ever typed into a real shell).
-SAFE_STABLE = {"NO_SESSION", "NO_JOB", "NO_BACKEND", "INVALID_ARGUMENT", "FOREIGN_SESSION", "SESSION_EXITED"}
+SAFE_STABLE = {
+    "NO_SESSION",
+    "NO_JOB",
+    "NO_BACKEND",
+    "INVALID_ARGUMENT",
+    "FOREIGN_SESSION",
+    "SESSION_EXITED",
+}
 
 
 def valid_calls(live: bool) -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
@@ -358,7 +429,11 @@ def valid_calls(live: bool) -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
         for name in ("sessionId", "id"):
             if name in props:
                 fake = st.text(min_size=1, max_size=64).filter(lambda s: s != "LIVE")
-                fixed[name] = st.just("LIVE") | fake if live and tool in {"terminal_read", "pty_tail"} else fake
+                fixed[name] = (
+                    st.just("LIVE") | fake
+                    if live and tool in {"terminal_read", "pty_tail"}
+                    else fake
+                )
         return st.fixed_dictionaries(
             {n: fixed.get(n, valid_value(props[n])) for n in props if n in required},
             optional={n: fixed.get(n, valid_value(props[n])) for n in props if n not in required},
@@ -368,15 +443,19 @@ def valid_calls(live: bool) -> st.SearchStrategy[tuple[str, dict[str, Any]]]:
     return st.sampled_from(tools).flatmap(lambda t: st.tuples(st.just(t), args_for(t)))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=EXAMPLES, deadline=None)
 @given(st.lists(valid_calls(live=True), min_size=1, max_size=25))
-def test_schema_valid_arguments_never_crash_or_hang(batch: list[tuple[str, dict[str, Any]]]) -> None:
+def test_schema_valid_arguments_never_crash_or_hang(
+    batch: list[tuple[str, dict[str, Any]]],
+) -> None:
     async def body(h: Harness, agent: Agent) -> list[tuple[str, Any, str]]:
         sid = await open_shell(h, agent)
         await send(h, agent, sid, "seq 1 30")
         out = []
         for tool, args in batch:
-            args = {k: (sid if v == "LIVE" and k in ("sessionId", "id") else v) for k, v in args.items()}
+            args = {
+                k: (sid if v == "LIVE" and k in ("sessionId", "id") else v) for k, v in args.items()
+            }
             result = await _call(h, agent, tool, args)
             out.append((tool, args, result.text))
         return out
@@ -395,7 +474,9 @@ def test_schema_valid_arguments_never_crash_or_hang(batch: list[tuple[str, dict[
         ("job_output", {"jobId": "job-1", "wait": True, "timeoutMs": 10.0}),
     ],
 )
-async def test_integral_floats_and_huge_ints_get_a_stable_answer(tool: str, args: dict[str, Any]) -> None:
+async def test_integral_floats_and_huge_ints_get_a_stable_answer(
+    tool: str, args: dict[str, Any]
+) -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)

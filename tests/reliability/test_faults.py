@@ -15,13 +15,15 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
+from dsh_terminal_core.agents import Agent
+from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.terminals import ReadRequest, SendRequest, WaitReason
 
 from dsh_terminal_bash import BashConfig
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import SendRequest, WaitReason
 
 from ..helpers import full_access
 from ._support import (
@@ -30,7 +32,6 @@ from ._support import (
     ignored_signals,
     kill_now,
     reaping,
-    session_members,
     tree,
     unique_seconds,
     until,
@@ -48,8 +49,8 @@ def _stubborn(ignore: tuple[str, ...], tag: str) -> str:
     return f'python3 -c "import signal,time; {body}; time.sleep({tag})"'
 
 
-async def _open(h: Harness, agent: object) -> tuple[str, int]:
-    opened = await h.call_tool(agent, "terminal_open", {"type": "shell"})  # type: ignore[arg-type]
+async def _open(h: Harness, agent: Agent) -> tuple[str, int]:
+    opened = await h.call_tool(agent, "terminal_open", {"type": "shell"})
     assert not opened.is_error, opened.text
     return opened.value["sessionId"], opened.value["pid"]
 
@@ -69,25 +70,37 @@ async def test_shell_killed_from_outside_during_a_send_settles_session_exit() ->
         result = await asyncio.wait_for(send, 10)
         assert not result.is_error, result.text
         assert result.value["waitReason"] == "session_exit"
-        assert result.value["sessionStatus"] == {"kind": "exited", "exitCode": None, "signal": "SIGKILL"}
+        assert result.value["sessionStatus"] == {
+            "kind": "exited",
+            "exitCode": None,
+            "signal": "SIGKILL",
+        }
         assert result.value["exitCode"] is None
         assert "killed by SIGKILL" in result.text
-        # The kernel hung up the terminal; the foreground sleep went with its shell.
+        # With its session leader gone the kernel hung up the foreground group: the sleep
+        # went with its shell.
         assert wait_gone(sleeper, 5) == []
 
         # The registry is still usable: the dead session is listed, another opens and works.
         listed = (await h.call_tool(agent, "terminal_list", {})).value["sessions"]
         assert [(s["sessionId"], s["status"]["kind"]) for s in listed] == [(dead, "exited")]
         live, _ = await _open(h, agent)
-        echoed = await h.call_tool(agent, "terminal_send", {"sessionId": live, "text": "echo still-here"})
-        assert (echoed.value["waitReason"], echoed.value["viewport"]) == ("stdin_read", "still-here\n")
+        echoed = await h.call_tool(
+            agent, "terminal_send", {"sessionId": live, "text": "echo still-here"}
+        )
+        assert (echoed.value["waitReason"], echoed.value["viewport"]) == (
+            "stdin_read",
+            "still-here\n",
+        )
         listed = (await h.call_tool(agent, "terminal_list", {})).value["sessions"]
         assert [s["sessionId"] for s in listed] == [dead, live]
 
         # The dead session answers every operation with a stable outcome, never a hang.
         again = await h.call_tool(agent, "terminal_send", {"sessionId": dead, "text": "echo x"})
         assert again.value["waitReason"] == "session_exit"
-        refused = await h.call_tool(agent, "terminal_signal", {"sessionId": dead, "signal": "SIGINT"})
+        refused = await h.call_tool(
+            agent, "terminal_signal", {"sessionId": dead, "signal": "SIGINT"}
+        )
         assert refused.text.startswith("error [SESSION_EXITED]")
         page = await h.call_tool(agent, "terminal_read", {"sessionId": dead})
         assert f"sleep {tag}" in page.value["text"]
@@ -96,7 +109,9 @@ async def test_shell_killed_from_outside_during_a_send_settles_session_exit() ->
         assert closed.value == {"killed": True}
         listed = (await h.call_tool(agent, "terminal_list", {})).value["sessions"]
         assert [s["sessionId"] for s in listed] == [live]
-        assert (await h.call_tool(agent, "terminal_close", {"sessionId": live})).value == {"killed": True}
+        assert (await h.call_tool(agent, "terminal_close", {"sessionId": live})).value == {
+            "killed": True
+        }
 
 
 @pytest.mark.parametrize(
@@ -122,7 +137,9 @@ async def test_close_ends_a_foreground_child_that_ignores_polite_signals(
             [child] = with_argv(tag)
             wanted = {signal.Signals[name].value for name in ignore}
             await until(lambda: wanted <= ignored_signals(child.pid), what="its handlers")
-            interrupted = await h.call_tool(agent, "terminal_signal", {"sessionId": sid, "signal": "SIGINT"})
+            interrupted = await h.call_tool(
+                agent, "terminal_signal", {"sessionId": sid, "signal": "SIGINT"}
+            )
             assert interrupted.value["delivered"] is True
             await asyncio.sleep(0.1)
             assert alive(child), "the child was supposed to ignore SIGINT"
@@ -133,6 +150,7 @@ async def test_close_ends_a_foreground_child_that_ignores_polite_signals(
             assert closed.value == {"killed": True}
             assert elapsed < slowest, f"close took {elapsed:.2f}s"
             assert not alive(child)
+            print(f"\nFIGURE close ignoring {'+'.join(ignore)}: {elapsed:.3f}s")
             result = await asyncio.wait_for(op.done, 1)
             assert result.wait_reason is WaitReason.SESSION_EXIT
 
@@ -179,10 +197,8 @@ async def test_child_forked_during_teardown_is_swept(tmp_path: Path) -> None:
             assert (await op.done).wait_reason is WaitReason.SESSION_EXIT
 
 
-def _armed(h: Harness, agent: object, sid: str) -> bool:
-    from dsh_terminal_core.terminals import ReadRequest
-
-    return "armed" in h.ctx.terminals.read(agent, sid, ReadRequest()).text  # type: ignore[arg-type]
+def _armed(h: Harness, agent: Agent, sid: str) -> bool:
+    return "armed" in h.ctx.terminals.read(agent, sid, ReadRequest()).text
 
 
 async def test_double_forked_job_left_in_the_pty_session_is_killed() -> None:
@@ -191,7 +207,9 @@ async def test_double_forked_job_left_in_the_pty_session_is_killed() -> None:
         sid, pid = await _open(h, agent)
         tag = unique_seconds()
         with reaping(tag):
-            started = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": f"(sleep {tag} &)"})
+            started = await h.call_tool(
+                agent, "terminal_send", {"sessionId": sid, "text": f"(sleep {tag} &)"}
+            )
             assert started.value["waitReason"] == "stdin_read"
             await until(lambda: bool(with_argv(f"sleep {tag}")))
             [daemon] = with_argv(f"sleep {tag}")
@@ -211,7 +229,9 @@ async def test_setsid_daemon_that_left_the_session_is_not_ours() -> None:
         sid, pid = await _open(h, agent)
         tag = unique_seconds()
         with reaping(tag):
-            await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": f"(setsid sleep {tag} &)"})
+            await h.call_tool(
+                agent, "terminal_send", {"sessionId": sid, "text": f"(setsid sleep {tag} &)"}
+            )
             await until(lambda: bool(with_argv(f"sleep {tag}")))
             [daemon] = with_argv(f"sleep {tag}")
             assert os.getsid(daemon.pid) == daemon.pid != os.getsid(pid)
@@ -247,6 +267,73 @@ async def test_close_racing_an_active_send_and_a_second_close() -> None:
         assert late.text.startswith("error [NO_SESSION]")
 
 
+TICK = "(while :; do echo tick; sleep 0.5; done) & "  # output keeps a send from settling on silence
+
+
+async def test_harness_shutdown_with_work_in_flight_everywhere_leaves_nothing() -> None:
+    """Leaving ``async with Harness`` ends every agent's sessions concurrently: foreground
+    sends, background jobs, pty sessions and a child that ignores every polite signal."""
+    stubborn_tag, job_tag = unique_seconds(), unique_seconds()
+    stubborn = (
+        'python3 -c "import signal,time; '
+        "[signal.signal(s, signal.SIG_IGN) "
+        "for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)]; "
+        f"[print('tick', flush=True) or time.sleep(0.5) for _ in iter(int, 1)]\" {stubborn_tag}"
+    )
+    repl_loop = "exec(\"import time\\nwhile True:\\n print('tick', flush=True); time.sleep(0.5)\")"
+    with reaping(stubborn_tag), reaping(job_tag):
+        h = Harness(config=full_access())
+        await h.start()
+        pending: list[asyncio.Future[Any]] = []
+        victims: list[psutil.Process] = []
+        agents = []
+        try:
+            for n in range(3):
+                agent = h.create_agent(f"agent-{n}")
+                agents.append(agent)
+                fg, _ = await _open(h, agent)
+                op = h.ctx.terminals.start_send(
+                    agent, fg, SendRequest(text=f"{TICK}sleep {job_tag}")
+                )
+                pending.append(op.done)
+                bg, _ = await _open(h, agent)
+                started = await h.call_tool(
+                    agent, "terminal_send",
+                    {"sessionId": bg, "text": f"{TICK}sleep {job_tag}", "run_in_background": True},
+                )  # fmt: skip
+                assert started.value["kind"] == "background"
+                repl = await h.ctx.pty.open(agent, {"command": "python3 -q -i"})
+                pending.append(
+                    asyncio.ensure_future(
+                        h.ctx.pty.send(agent, repl.session_id, {"data": repl_loop})
+                    )
+                )
+            last, _ = await _open(h, agent)
+            pending.append(h.ctx.terminals.start_send(agent, last, SendRequest(text=stubborn)).done)
+            await until(
+                lambda: len(with_argv(f"sleep {job_tag}")) == 6 and bool(with_argv(stubborn_tag))
+            )
+            await until(
+                lambda: signal.SIGHUP.value in ignored_signals(with_argv(stubborn_tag)[0].pid)
+            )
+            for owner in agents:
+                for snap in h.ctx.terminals.list(owner):
+                    victims += tree(snap.pid)
+            assert not any(fut.done() for fut in pending)
+        finally:
+            started_at = time.monotonic()
+            await h.aclose()
+            elapsed = time.monotonic() - started_at
+        assert elapsed < GRACE_S + MARGIN_S, f"shutdown took {elapsed:.2f}s"
+        print(f"\nFIGURE shutdown: {len(victims)} processes, 10 sessions, ended in {elapsed:.2f}s")
+        for outcome in await asyncio.wait_for(asyncio.gather(*pending), 1):
+            status = getattr(outcome, "session_status", None) or outcome.status
+            assert status.kind == "exited", outcome
+        assert len(victims) >= 3 * 3 + 2
+        assert [p for p in victims if alive(p)] == []
+        assert with_argv(job_tag) == [] and with_argv(stubborn_tag) == []
+
+
 # -- the host process dies with sessions open ---------------------------------------------
 
 HOST = textwrap.dedent(
@@ -264,7 +351,8 @@ HOST = textwrap.dedent(
                 opened = await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell"))
                 pids.append(opened.pid)
                 if command.startswith("fg:"):
-                    h.ctx.terminals.start_send(agent, opened.session_id, SendRequest(text=command[3:]))
+                    request = SendRequest(text=command[3:])
+                    h.ctx.terminals.start_send(agent, opened.session_id, request)
                 elif command:
                     await h.ctx.terminals.start_send(
                         agent, opened.session_id, SendRequest(text=command)
@@ -280,12 +368,17 @@ HOST = textwrap.dedent(
 
 
 def _host_dies(
-    tmp_path: Path, mode: str, workload: list[str], sig: signal.Signals, tags: list[str]
+    tmp_path: Path,
+    mode: str,
+    workload: list[str],
+    sig: signal.Signals,
+    tags: list[str],
+    patience: float = 5.0,
 ) -> list[str]:
     """Run a host with ``workload`` sessions and kill it with ``sig``.
 
-    Returns a description of every session process still running 5 s later, and kills
-    those itself, so a failing run leaves nothing behind either.
+    Returns a description of every session process still running ``patience`` seconds
+    later, and kills those itself, so a failing run leaves nothing behind either.
     """
     script = tmp_path / "host.py"
     script.write_text(HOST)
@@ -313,7 +406,8 @@ def _host_dies(
         assert len(shells) == len(pty_pids), "every session's shell was found"
         host.send_signal(sig)
         assert host.wait(10) == -sig
-        survivors = wait_gone(victims.values(), 5.0)
+        survivors = wait_gone(victims.values(), patience)
+        print(f"\nFIGURE host {sig.name} in {mode}: {len(victims)} session processes watched")
         return [f"{p.pid} {' '.join(p.cmdline())}" for p in survivors if alive(p)]
     finally:
         if host.poll() is None:
@@ -329,7 +423,9 @@ MODES = ["danger-full-access"] + (["workspace-write"] if BWRAP_USABLE else [])
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 @pytest.mark.parametrize("mode", MODES)
-def test_host_killed_by_a_signal_leaves_no_shell(tmp_path: Path, mode: str, sig: signal.Signals) -> None:
+def test_host_killed_by_a_signal_leaves_no_shell(
+    tmp_path: Path, mode: str, sig: signal.Signals
+) -> None:
     """No atexit hook runs when the host dies by a signal. The kernel hangs up the PTY when
     its master closes: the session leader gets SIGHUP (unconfined: bash, which passes it on
     to its jobs; confined: bwrap, whose --die-with-parent SIGKILLs bash), the foreground
@@ -369,11 +465,13 @@ GAPS = [
     "background job (bwrap SIGKILLs bash, which then cannot pass SIGHUP on to its jobs)",
 )
 @pytest.mark.parametrize(("mode", "command"), GAPS)
-def test_host_killed_by_a_signal_leaves_no_descendant(tmp_path: Path, mode: str, command: str) -> None:
+def test_host_killed_by_a_signal_leaves_no_descendant(
+    tmp_path: Path, mode: str, command: str
+) -> None:
     tag = unique_seconds()
     stubborn = _stubborn(("SIGHUP", "SIGTERM"), tag)
     with reaping(tag):
         survivors = _host_dies(
-            tmp_path, mode, [command.format(stubborn=stubborn, tag=tag)], signal.SIGTERM, [tag]
+            tmp_path, mode, [command.format(stubborn=stubborn, tag=tag)], signal.SIGTERM, [tag], 2.0
         )
         assert survivors == [], f"outlived the host: {survivors}"

@@ -12,7 +12,6 @@ import secrets
 import time
 
 import pytest
-
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import ReadRequest
@@ -48,7 +47,9 @@ async def test_64_concurrent_sessions_x_100_sends_each_see_only_their_own_output
             for i in range(SENDS):
                 token = f"tok-{nonce}-{sid}-{i}"
                 began = time.perf_counter()
-                result = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": f"echo {token}"})
+                result = await h.call_tool(
+                    agent, "terminal_send", {"sessionId": sid, "text": f"echo {token}"}
+                )
                 latencies.append(time.perf_counter() - began)
                 value = result.value
                 assert not result.is_error, result.text
@@ -102,7 +103,9 @@ async def test_500_open_close_cycles_through_the_tools_leak_nothing() -> None:
             sid = opened.value["sessionId"]
             if cycle % 50 == 0:
                 # Now and then leave work behind for teardown: a background job.
-                await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": f"sleep {tag} &"})
+                await h.call_tool(
+                    agent, "terminal_send", {"sessionId": sid, "text": f"sleep {tag} &"}
+                )
             closed = await h.call_tool(agent, "terminal_close", {"sessionId": sid})
             assert closed.value == {"killed": True}, (cycle, closed.text)
         elapsed = time.perf_counter() - started

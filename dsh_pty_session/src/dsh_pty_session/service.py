@@ -112,7 +112,7 @@ class PtySessionService:
         if self._disposing:
             raise _facade_disposing()
         if not owner.live:
-            raise TerminalError(f"{owner!r} is disposed; it cannot open sessions", "OWNER_NOT_LIVE")
+            raise _owner_not_live(owner)
         self._hook(owner)
 
         spawned = await self._terminals.spawn(
@@ -121,12 +121,12 @@ class PtySessionService:
         session_id = spawned.session_id
         self._sessions[session_id] = _Tracked(owner=owner, opened=True)
         try:
-            self._raise_if_refused(cancel)
+            self._raise_if_refused(owner, cancel)
             if exports is not None:
                 await self._send(owner, session_id, exports, True, cancel)
-                self._raise_if_refused(cancel)
+                self._raise_if_refused(owner, cancel)
             result = await self._send(owner, session_id, command, True, cancel)
-            self._raise_if_refused(cancel)
+            self._raise_if_refused(owner, cancel)
         except BaseException:
             await self._roll_back(owner, session_id)
             raise
@@ -137,11 +137,18 @@ class PtySessionService:
             initial_output=result.delta,
         )
 
-    def _raise_if_refused(self, cancel: Cancellation | None) -> None:
+    def _raise_if_refused(self, owner: Agent, cancel: Cancellation | None) -> None:
+        """Stop an open whose caller gave up, or whose owner or facade is going away.
+
+        Checked between steps because a session closed under a send does not fail the
+        send (it settles as exited), and an open must not report success for it.
+        """
         if cancel is not None:
             cancel.raise_if_cancelled()
         if self._disposing:
             raise _facade_disposing()
+        if not owner.live:
+            raise _owner_not_live(owner)
 
     async def _roll_back(self, owner: Agent, session_id: str) -> None:
         """Close a half-opened session to the end, even if the caller is cancelled meanwhile.
@@ -315,6 +322,10 @@ def _facade_disposing() -> TerminalError:
     return TerminalError(
         "the pty facade is shutting down; no new sessions can be opened", "SERVICE_DISPOSING"
     )
+
+
+def _owner_not_live(owner: Agent) -> TerminalError:
+    return TerminalError(f"{owner!r} is disposed; it cannot open sessions", "OWNER_NOT_LIVE")
 
 
 async def _run_to_end(work: Awaitable[Any]) -> bool:

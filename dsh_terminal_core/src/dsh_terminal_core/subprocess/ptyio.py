@@ -2,8 +2,9 @@
 
 Output: the loop calls us when the master is readable; we read big chunks until the
 kernel has nothing more (or a bound is reached) and hand what one wakeup read to the
-output handler as one chunk (or buffer it until one is set). Reading stops for good at EIO/EOF — Linux reports EIO once every slave
-descriptor is closed, and a master left registered would then be "readable" forever.
+output handler as one chunk (or buffer it until one is set). Reading stops for good at
+EIO/EOF — Linux reports EIO once every slave descriptor is closed, and a master left
+registered would then be "readable" forever.
 
 Input: a PTY accepts only a few KB while the program on it is not reading, so a write is
 done in pieces: ``os.write`` takes what fits, and on EAGAIN we wait for writability with a

@@ -351,6 +351,7 @@ class TerminalSessionService:
             raise TerminalError("expected a SendRequest", "INVALID_ARGUMENT")
         if not isinstance(request.text, str):
             raise TerminalError("text must be a string", "INVALID_ARGUMENT")
+        _check_encodable(request.text)
         if not isinstance(request.submit, bool):
             raise TerminalError("submit must be a boolean", "INVALID_ARGUMENT")
         if request.cancel is not None and not isinstance(request.cancel, Cancellation):
@@ -521,6 +522,22 @@ def _validate_spawn(request: SpawnRequest) -> None:
         )
     if request.cwd is not None and not isinstance(request.cwd, str):
         raise TerminalError("cwd must be a string", "INVALID_ARGUMENT")
+
+
+def _check_encodable(text: str) -> None:
+    """Refuse text the terminal cannot receive: a lone surrogate has no UTF-8 encoding.
+
+    JSON allows such strings (``"\\ud800"``); left to the write, the send would type
+    nothing and then report a silence as if a command were running.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise TerminalError(
+            f"text is not valid Unicode: lone surrogate {text[exc.start]!r} at index "
+            f"{exc.start}; nothing was sent",
+            "INVALID_ARGUMENT",
+        ) from None
 
 
 def _is_int(value: object) -> bool:
