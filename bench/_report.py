@@ -1,4 +1,4 @@
-"""Targets (SPEC §11), ratios and the markdown tables printed after a run."""
+"""Performance targets, ratios and the markdown tables printed after a run."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _only_stdin_read(results: dict[str, Any], scenario: str, level: str) -> bool
 
 
 def evaluate_targets(results: dict[str, Any], scrollback_cap: int) -> list[dict[str, Any]]:
-    """Each SPEC §11 target for the service and the tool level, with ``met``."""
+    """Each performance target for the service and the tool level, with ``met``."""
     targets: list[dict[str, Any]] = []
 
     def add(name: str, level: str, measured: float, limit: str, met: bool, note: str = "") -> None:
@@ -197,7 +197,7 @@ def markdown(report: dict[str, Any]) -> str:
                 )
     lines += [
         "",
-        "| target (SPEC §11) | level | measured | limit | result |",
+        "| target | level | measured | limit | result |",
         "|---|---|---:|---|---|",
     ]
     for target in report["targets"]:

@@ -200,6 +200,9 @@ async def test_bwrap_confinement_holds_from_inside_a_live_shell(tmp_path: Path, 
     outside = Path(tempfile.mkdtemp(dir="/var/tmp", prefix="dsh-outside-"))
     (workspace / "escape").symlink_to(outside)
     home = Path(os.path.expanduser("~"))
+    denied_paths = [Path(f"/usr/dsh-probe-{nonce}"), Path(f"/etc/dsh-probe-{nonce}")]
+    if not any(home.is_relative_to(p) for p in (Path("/tmp"), workspace)):
+        denied_paths.append(home / f".dsh-probe-{nonce}")  # a HOME under /tmp is writable
     host_paths = [
         home / f".dsh-probe-{nonce}",
         Path(f"/usr/dsh-probe-{nonce}"),
@@ -222,11 +225,7 @@ async def test_bwrap_confinement_holds_from_inside_a_live_shell(tmp_path: Path, 
                 return result.value  # type: ignore[no-any-return]
 
             assert (await run("pwd"))["viewport"] == f"{workspace}\n"
-            for target in (
-                f"$HOME/.dsh-probe-{nonce}",
-                f"/usr/dsh-probe-{nonce}",
-                f"/etc/dsh-probe-{nonce}",
-            ):
+            for target in denied_paths:
                 denied = await run(f"touch {target}")
                 assert denied["exitCode"] != 0 and "Read-only file system" in denied["viewport"], (
                     target
@@ -245,7 +244,7 @@ async def test_bwrap_confinement_holds_from_inside_a_live_shell(tmp_path: Path, 
                 assert workspace_write["exitCode"] == 0
             await h.call_tool(agent, "terminal_close", {"sessionId": sid})
 
-        for path in host_paths[:3]:
+        for path in denied_paths:
             assert not path.exists(), path
         assert not (outside / "through-link.txt").exists()
         # read-only: a private /tmp that never reaches the host; workspace-write: the real /tmp.

@@ -74,10 +74,14 @@ class PtyChannel:
             self._deliver(buffered)
 
     def pending(self) -> int:
-        """Bytes not yet handed to a handler: buffered here plus queued on the master.
+        """Bytes not yet handed to a handler when called: buffered here, queued on the
+        master, or still in flight inside the PTY layer.
 
-        The kernel count (``FIONREAD``) covers what a read would return now; bytes still
-        in flight inside the PTY layer are not counted.
+        A PTY passes a program's writes to the master through a kernel work queue, so
+        right after a write ``FIONREAD`` can still say 0. When it does, a non-blocking
+        read decides: the kernel flushes that queue before it reports "nothing to read".
+        Whatever the read returns is delivered to the handler at once, inside this call,
+        and counted.
         """
         buffered = sum(len(chunk) for chunk in self._pending)
         fd = self._fd
@@ -87,7 +91,10 @@ class PtyChannel:
             raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
         except OSError:
             return buffered
-        return buffered + int(struct.unpack("i", raw)[0])
+        queued = int(struct.unpack("i", raw)[0])
+        if queued or not self._reading:
+            return buffered + queued
+        return buffered + self._read_batch()
 
     def drain(self, limit: int = DRAIN_LIMIT) -> None:
         """Read and deliver what is readable now, up to about ``limit`` bytes; never blocks."""

@@ -1,0 +1,39 @@
+"""Output a program already wrote is never taken for silence.
+
+Linux passes a PTY slave's writes to the master through a kernel work queue: right after
+a program writes and blocks reading again, ``FIONREAD`` on the master may still be 0.
+Readiness asks "is output still on its way?" before it trusts a stdin wait; answering
+no while bytes are in flight settles a send without its last output (found by the
+raw-printer property test under load, where the queue can lag by milliseconds).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tty
+
+from dsh_terminal_core.subprocess.ptyio import PtyChannel
+
+ROUNDS = 2000
+
+
+async def test_bytes_written_by_the_program_always_count_as_pending() -> None:
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    os.set_blocking(master, False)
+    received: list[bytes] = []
+    channel = PtyChannel(asyncio.get_running_loop(), master)
+    channel.set_handler(received.append)
+    channel.start()
+    try:
+        for n in range(ROUNDS):
+            payload = f"<{n}>".encode()
+            os.write(slave, payload)
+            before = sum(map(len, received))
+            assert channel.pending() > 0 or sum(map(len, received)) > before, n
+            channel.drain()
+            assert b"".join(received).endswith(payload)
+    finally:
+        channel.close()
+        os.close(slave)
