@@ -410,7 +410,7 @@ async def test_sigterm_with_a_call_in_flight_closes_everything_and_exits_0(
 
 
 async def test_sigkill_of_the_server_hangs_up_its_shells(tmp_path: Path) -> None:
-    """Nothing of ours runs on SIGKILL; the kernel's PTY hangup is what ends the shells.
+    """No exit hook runs on SIGKILL: the kernel's PTY hangup and the host-death guardian end the shells.
 
     Closing the master (the dead server's only copy) sends SIGHUP to each shell, and an
     interactive bash hangs up its jobs, foreground and background, before exiting.

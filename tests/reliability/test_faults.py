@@ -446,6 +446,7 @@ def test_host_killed_by_a_signal_leaves_no_shell(
         assert survivors == [], f"outlived the host: {survivors}"
 
 
+# What the kernel's hangup alone does not reach; the provider's host-death guardian does.
 GAPS = [
     pytest.param("danger-full-access", "fg:{stubborn}", id="sighup-ignoring-foreground-child"),
     pytest.param(
@@ -457,13 +458,6 @@ GAPS = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="known gap: a host killed by a signal runs no teardown. What the kernel's hangup "
-    "does not reach survives it: a descendant ignoring SIGHUP, and a confined shell's "
-    "background job (bwrap SIGKILLs bash, which then cannot pass SIGHUP on to its jobs)",
-)
 @pytest.mark.parametrize(("mode", "command"), GAPS)
 def test_host_killed_by_a_signal_leaves_no_descendant(
     tmp_path: Path, mode: str, command: str

@@ -19,7 +19,7 @@ import signal
 import sys
 
 from ..errors import TerminalError, UnsupportedPlatform
-from . import hostexit
+from . import hostexit, hostguard
 from .env import child_environment
 from .inspector import StdinProbe, TerminalIdentity, default_stdin_probe
 from .process_table import ProcessIdentity, ProcessTable, default_process_table
@@ -128,7 +128,8 @@ class LocalTerminalProcess:
                 f"cannot spawn {spec.argv[0]!r}: the child vanished at start", "SPAWN_FAILED"
             )
         self._identity = ProcessIdentity(spawned.pid, row.create_time)
-        self._reaper = TreeReaper(table, self._identity, _session_of(spawned.pid))
+        self._session = _session_of(spawned.pid)
+        self._reaper = TreeReaper(table, self._identity, self._session)
         self._terminal: TerminalIdentity | None = probe.terminal_of(spawned.master_fd)
         self._channel = PtyChannel(loop, spawned.master_fd)
         self._watch = ExitWatch(loop, spawned.pid, self._on_child_exit)
@@ -144,6 +145,7 @@ class LocalTerminalProcess:
             _abandon(self._pid, None)
             raise
         hostexit.register(self)
+        hostguard.guard_session(self._session)
 
     # -- identity and output ------------------------------------------------------------
 
@@ -381,6 +383,7 @@ class LocalTerminalProcess:
                 self._watch.close()
         self._closed = True
         hostexit.unregister(self)
+        hostguard.forget_session(self._session)
 
     def _teardown_finished(self, task: asyncio.Task[None]) -> None:
         # A failed run is forgotten so the next terminate() retries; reading the

@@ -1,0 +1,96 @@
+"""A host killed outright (SIGKILL: no exit hook runs) leaves no process of its terminals.
+
+The guardian the provider starts at the first spawn sees its pipe close when the host
+dies and kills every process still in a recorded terminal session: background jobs,
+``nohup`` children and programs that ignore SIGHUP included, confined or not.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dsh_terminal_core.sandbox.bwrap import BwrapConfig, BwrapSandbox
+
+HOST = textwrap.dedent(
+    """
+    import asyncio, sys
+    from dsh_terminal_core.harness import Harness
+
+    async def main():
+        config = {"sandbox-policy": {"mode": sys.argv[1], "workspace_root": sys.argv[2]}}
+        async with Harness(config=config) as h:
+            agent = h.create_agent("doomed-host")
+            sid = (await h.call_tool(agent, "terminal_open", {"type": "shell"})).value["sessionId"]
+            tag = sys.argv[3]
+            await h.call_tool(agent, "terminal_send", {"sessionId": sid,
+                "text": f"nohup sleep {tag}1 >/dev/null 2>&1 & sleep {tag}2 &"})
+            await h.call_tool(agent, "terminal_send", {"sessionId": sid, "run_in_background": True,
+                "text": f"python3 -c 'import signal,time; signal.signal(signal.SIGHUP, signal.SIG_IGN); time.sleep({tag}3)'"})
+            print("ready", flush=True)
+            await asyncio.sleep(120)
+
+    asyncio.run(main())
+    """
+)
+
+MODES = [
+    pytest.param("danger-full-access", id="unconfined"),
+    pytest.param(
+        "workspace-write",
+        id="bwrap",
+        marks=pytest.mark.skipif(not BwrapSandbox(BwrapConfig()).available(), reason="bubblewrap is not usable"),
+    ),
+]
+
+
+def _tagged(tag: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        cmdline = " ".join(proc.info["cmdline"] or [])
+        if tag in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE and "dsh_terminal_core" not in cmdline:
+            found.append(proc)
+    return found
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sigkilled_host_leaves_no_terminal_process(tmp_path: Path, mode: str) -> None:
+    tag = str(700 + (os.getpid() + time.monotonic_ns()) % 200)
+    with subprocess.Popen(
+        [sys.executable, "-c", HOST, mode, str(tmp_path), tag],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as host:
+        _kill_host_and_check(host, tag)
+
+
+def _kill_host_and_check(host: subprocess.Popen[str], tag: str) -> None:
+    try:
+        assert host.stdout is not None
+        assert host.stdout.readline().strip() == "ready", host.stderr.read() if host.stderr else ""
+        deadline = time.monotonic() + 5
+        while len(_tagged(tag)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(_tagged(tag)) == 3, "the three workloads should be running"
+        host.send_signal(signal.SIGKILL)
+        host.wait(10)
+        deadline = time.monotonic() + 5
+        while _tagged(tag) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        survivors = _tagged(tag)
+        for proc in survivors:
+            proc.kill()
+        assert survivors == [], f"outlived the host: {[p.cmdline() for p in survivors]}"
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait(10)
