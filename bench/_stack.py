@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from _env import Expect
+
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import SendRequest, SpawnRequest
 

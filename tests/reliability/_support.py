@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 import psutil
+
 from dsh_terminal_core.sandbox.bwrap import BwrapConfig, BwrapSandbox
 
 BWRAP_USABLE = BwrapSandbox(BwrapConfig()).available()

@@ -15,15 +15,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from dsh_terminal_bash import BashConfig
 from dsh_terminal_bash.sanitizer import Sanitizer
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import ReadRequest, WaitReason
 from dsh_terminal_core.tools import ToolExec
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
-
-from dsh_terminal_bash import BashConfig
 
 from ..helpers import full_access, harness, open_shell, send
 

@@ -19,11 +19,11 @@ from typing import Any
 
 import psutil
 import pytest
+
+from dsh_terminal_bash import BashConfig
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import ReadRequest, SendRequest, WaitReason
-
-from dsh_terminal_bash import BashConfig
 
 from ..helpers import full_access
 from ._support import (
@@ -430,7 +430,7 @@ def test_host_killed_by_a_signal_leaves_no_shell(
     its master closes: the session leader gets SIGHUP (unconfined: bash, which passes it on
     to its jobs; confined: bwrap, whose --die-with-parent SIGKILLs bash), the foreground
     group gets SIGHUP when the leader exits, and an idle shell that ignores SIGHUP reads
-    EOF and exits."""
+    EOF and exits. The provider's host-death guardian kills what is left of each session."""
     fg, bg = unique_seconds(), unique_seconds()
     workload = [
         "",  # idle at its prompt
@@ -447,7 +447,7 @@ def test_host_killed_by_a_signal_leaves_no_shell(
 
 
 # What the kernel's hangup alone does not reach; the provider's host-death guardian does.
-GAPS = [
+BEYOND_THE_HANGUP = [
     pytest.param("danger-full-access", "fg:{stubborn}", id="sighup-ignoring-foreground-child"),
     pytest.param(
         "workspace-write",
@@ -458,7 +458,7 @@ GAPS = [
 ]
 
 
-@pytest.mark.parametrize(("mode", "command"), GAPS)
+@pytest.mark.parametrize(("mode", "command"), BEYOND_THE_HANGUP)
 def test_host_killed_by_a_signal_leaves_no_descendant(
     tmp_path: Path, mode: str, command: str
 ) -> None:

@@ -12,6 +12,7 @@ import secrets
 import time
 
 import pytest
+
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import ReadRequest

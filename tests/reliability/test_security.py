@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from dsh_terminal_core.errors import TerminalError
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import ReadRequest, SendRequest

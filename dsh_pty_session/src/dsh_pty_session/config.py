@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import attrs
+
 from dsh_terminal_core.config import non_empty_str, positive_int
 
 __all__ = ["PtySessionConfig"]

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
+
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import DisposeError, InvalidArgument, TerminalError

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import attrs
+
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.terminals import (
     BackendSession,

@@ -5,4 +5,11 @@ from .config import BashConfig
 from .environment import PROMPT, PROMPT_COMMAND, shell_environment
 from .session import BashSession
 
-__all__ = ["PROMPT", "PROMPT_COMMAND", "BashBackend", "BashConfig", "BashSession", "shell_environment"]
+__all__ = [
+    "PROMPT",
+    "PROMPT_COMMAND",
+    "BashBackend",
+    "BashConfig",
+    "BashSession",
+    "shell_environment",
+]

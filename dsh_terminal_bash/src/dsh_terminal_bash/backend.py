@@ -65,7 +65,8 @@ class BashBackend:
                 raise SandboxUnavailable(
                     f"sandbox mode {str(policy.mode)!r} needs a sandbox provider, and no loaded "
                     "plugin provides 'sandbox' (install dsh-terminal-core with the sandbox-bwrap "
-                    "plugin and bubblewrap) — or choose sandbox mode 'danger-full-access' explicitly"
+                    "plugin and bubblewrap) — or choose sandbox mode 'danger-full-access' "
+                    "explicitly"
                 )
             argv = self._sandbox.confine(argv, policy)
         return argv, cwd

@@ -17,7 +17,8 @@ def _at_most_scrollback(inst: BashConfig, attribute: attrs.Attribute[Any], value
     positive_int(inst, attribute, value)
     if value > inst.scrollback_max_bytes:
         raise ValueError(
-            f"max_read_bytes ({value}) must be <= scrollback_max_bytes ({inst.scrollback_max_bytes})"
+            f"max_read_bytes ({value}) must be <= scrollback_max_bytes "
+            f"({inst.scrollback_max_bytes})"
         )
 
 

@@ -19,7 +19,9 @@ class BashSendOperation:
     collecting (later output still reaches the session's scrollback).
     """
 
-    def __init__(self, max_bytes: int, canceller: Callable[[BashSendOperation], Awaitable[None]]) -> None:
+    def __init__(
+        self, max_bytes: int, canceller: Callable[[BashSendOperation], Awaitable[None]]
+    ) -> None:
         self._viewport = ViewportBuffer(max_bytes)
         self._done: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         self._canceller = canceller

@@ -131,7 +131,9 @@ class Readiness:
         self._probe_step = 0
         self._arm_probe(_BACKOFF_MS[0])
 
-    def on_output(self, has_text: bool, marker: bool, marker_exit: int | None, tail: str | None) -> None:
+    def on_output(
+        self, has_text: bool, marker: bool, marker_exit: int | None, tail: str | None
+    ) -> None:
         """New output was sanitized: ``tail`` is the printable text after the latest marker."""
         if self.settled:
             return

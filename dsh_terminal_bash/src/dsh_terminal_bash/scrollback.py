@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from typing import overload
 
 import attrs
+
 from dsh_terminal_core.terminals.types import ReadResult
 from dsh_terminal_core.textbounds import utf8_head, utf8_len, utf8_tail
 

@@ -242,7 +242,7 @@ class BashSession:
                 await self._process.write(payload)
         except asyncio.CancelledError:
             return  # the unwritten remainder is dropped on purpose
-        except Exception:  # noqa: BLE001 - a dead terminal settles through session_exit
+        except Exception:
             return
         readiness = self._readiness
         if readiness is not None and self._op is op:
@@ -263,7 +263,9 @@ class BashSession:
         if self._op is op:
             self._op = None
 
-    def _result(self, op: BashSendOperation, settlement: Settlement, request: SendRequest) -> SendResult:
+    def _result(
+        self, op: BashSendOperation, settlement: Settlement, request: SendRequest
+    ) -> SendResult:
         text = op.viewport.text()
         if settlement.by_prompt and text.endswith(PROMPT):
             text = text[: -len(PROMPT)]

@@ -8,6 +8,7 @@ other's terminals. Disposing an agent runs its dispose effects, newest first.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import Awaitable, Callable
 
@@ -48,10 +49,8 @@ class EffectScope:
         self._effects.append(effect)
 
         def remove() -> None:
-            try:
+            with contextlib.suppress(ValueError):
                 self._effects.remove(effect)
-            except ValueError:
-                pass
 
         return remove
 
@@ -72,7 +71,7 @@ class EffectScope:
                     outcome = effect()
                     if inspect.isawaitable(outcome):
                         await outcome
-                except Exception as exc:  # noqa: BLE001 - aggregated below
+                except Exception as exc:
                     errors.append(exc)
         finally:
             self._disposed = True
@@ -93,7 +92,7 @@ class Notice:
 class Agent:
     """An owner identity. Compare with ``is``; ``id`` is only a label."""
 
-    __slots__ = ("id", "_notices", "_scope", "__weakref__")
+    __slots__ = ("__weakref__", "_notices", "_scope", "id")
 
     def __init__(self, agent_id: str) -> None:
         self.id = agent_id

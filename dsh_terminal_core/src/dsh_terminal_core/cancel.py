@@ -9,6 +9,7 @@ so a reason survives layers that roll back work before giving up.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 from .errors import OperationCancelled
@@ -59,10 +60,8 @@ class Cancellation:
         self._callbacks.append(callback)
 
         def remove() -> None:
-            try:
+            with contextlib.suppress(ValueError):
                 self._callbacks.remove(callback)
-            except ValueError:
-                pass
 
         return remove
 

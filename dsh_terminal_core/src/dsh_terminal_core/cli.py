@@ -51,13 +51,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="dsh-terminal", description="Persistent PTY terminals for AI agents."
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("plugins", help="list discovered plugins, what they provide and their tools")
+    commands.add_parser(
+        "plugins", help="list discovered plugins, what they provide and their tools"
+    )
     demo = commands.add_parser("demo", help="a narrated tour of the terminal tools on this machine")
     demo.add_argument(
         "--sandbox",
         choices=["auto", "read-only", "workspace-write", "danger-full-access"],
         default="auto",
-        help="sandbox mode (auto: workspace-write when bubblewrap works, else danger-full-access, said aloud)",
+        help=(
+            "sandbox mode (auto: workspace-write when bubblewrap works, "
+            "else danger-full-access, said aloud)"
+        ),
     )
     mcp = commands.add_parser("mcp", help="serve every tool over MCP on stdio")
     mcp.add_argument("--config", help="JSON file with plugin config sections")

@@ -46,7 +46,10 @@ def _choose_mode(requested: str) -> tuple[str, str]:
         return requested, "chosen with --sandbox"
     sandbox = BwrapSandbox(BwrapConfig())
     if sandbox.available():
-        return "workspace-write", "bubblewrap works here, so shells may write only the workspace and /tmp"
+        return (
+            "workspace-write",
+            "bubblewrap works here, so shells may write only the workspace and /tmp",
+        )
     return (
         "danger-full-access",
         f"bubblewrap is not usable ({sandbox.unavailable_reason}); the demo runs unconfined "
@@ -98,11 +101,23 @@ async def _tour(tour: Tour, workspace: str) -> None:
     sid = opened["sessionId"]
 
     tour.section("State persists across sends: cwd and an exported variable")
-    await tour.call("terminal_send", {"sessionId": sid, "text": "mkdir -p project && cd project && export DEMO_GREETING='hello from the demo'"})
-    value = await tour.call("terminal_send", {"sessionId": sid, "text": 'pwd; echo "$DEMO_GREETING"'})
-    tour.expect(os.path.join(workspace, "project") in value["viewport"], "the cwd survived to the next send")
+    await tour.call(
+        "terminal_send",
+        {
+            "sessionId": sid,
+            "text": "mkdir -p project && cd project && export DEMO_GREETING='hello from the demo'",
+        },
+    )
+    value = await tour.call(
+        "terminal_send", {"sessionId": sid, "text": 'pwd; echo "$DEMO_GREETING"'}
+    )
+    tour.expect(
+        os.path.join(workspace, "project") in value["viewport"], "the cwd survived to the next send"
+    )
     tour.expect("hello from the demo" in value["viewport"], "the exported variable survived too")
-    tour.expect(value["waitReason"] == "stdin_read", "settled on the prompt (stdin_read), not on silence")
+    tour.expect(
+        value["waitReason"] == "stdin_read", "settled on the prompt (stdin_read), not on silence"
+    )
 
     tour.section("Exit codes come back with the prompt")
     value = await tour.call("terminal_send", {"sessionId": sid, "text": "false"})
@@ -110,7 +125,9 @@ async def _tour(tour: Tour, workspace: str) -> None:
 
     tour.section("Drive a Python REPL; its variables live between sends")
     value = await tour.call("terminal_send", {"sessionId": sid, "text": "python3 -q -i"})
-    tour.expect(value["waitReason"] == "stdin_read", "the REPL's read was detected exactly (stdin_read)")
+    tour.expect(
+        value["waitReason"] == "stdin_read", "the REPL's read was detected exactly (stdin_read)"
+    )
     await tour.call("terminal_send", {"sessionId": sid, "text": "answer = 6 * 7"})
     started = time.perf_counter()
     value = await tour.call("terminal_send", {"sessionId": sid, "text": "answer + 0.5"})
@@ -119,35 +136,64 @@ async def _tour(tour: Tour, workspace: str) -> None:
     await tour.call("terminal_send", {"sessionId": sid, "text": "exit()"})
 
     tour.section("Interrupt a long command with SIGINT")
-    value = await tour.call("terminal_send", {"sessionId": sid, "text": "sleep 30", "run_in_background": True})
+    value = await tour.call(
+        "terminal_send", {"sessionId": sid, "text": "sleep 30", "run_in_background": True}
+    )
     job = value["jobId"]
     # Give bash a moment to read the line and start sleep, as a person would before Ctrl-C.
     value = await tour.call("job_output", {"jobId": job, "wait": True, "timeoutMs": 300})
     tour.expect(value["status"] == "running", "sleep is running in the background")
     await tour.call("terminal_signal", {"sessionId": sid, "signal": "SIGINT"})
     value = await tour.call("job_output", {"jobId": job, "wait": True, "timeoutMs": 10000})
-    tour.expect(value["status"] != "running" and "exit code 130" in value.get("result", ""), "sleep was interrupted (exit code 130)")
+    tour.expect(
+        value["status"] != "running" and "exit code 130" in value.get("result", ""),
+        "sleep was interrupted (exit code 130)",
+    )
 
     tour.section("A background send, collected with job_output")
-    value = await tour.call("terminal_send", {"sessionId": sid, "text": "for i in 1 2 3; do echo tick $i; sleep 0.3; done", "run_in_background": True})
-    value = await tour.call("job_output", {"jobId": value["jobId"], "wait": True, "timeoutMs": 10000})
-    tour.expect("tick 3" in value["output"] and value["status"] == "completed", "all three ticks were collected")
+    value = await tour.call(
+        "terminal_send",
+        {
+            "sessionId": sid,
+            "text": "for i in 1 2 3; do echo tick $i; sleep 0.3; done",
+            "run_in_background": True,
+        },
+    )
+    value = await tour.call(
+        "job_output", {"jobId": value["jobId"], "wait": True, "timeoutMs": 10000}
+    )
+    tour.expect(
+        "tick 3" in value["output"] and value["status"] == "completed",
+        "all three ticks were collected",
+    )
 
     tour.section("Page through the scrollback")
     await tour.call("terminal_send", {"sessionId": sid, "text": "seq 1 1000"})
     value = await tour.call("terminal_read", {"sessionId": sid, "offset": 100, "count": 5})
-    tour.expect(value["lineEnd"] - value["lineBegin"] == 5, "terminal_read returned exactly the 5 lines asked for")
+    tour.expect(
+        value["lineEnd"] - value["lineBegin"] == 5,
+        "terminal_read returned exactly the 5 lines asked for",
+    )
 
     tour.section("List sessions")
     value = await tour.call("terminal_list", {})
     tour.expect(len(value["sessions"]) == 1, "one session is open")
 
     tour.section("A protocol-free pty_open session, read with pty_tail")
-    value = await tour.call("pty_open", {"command": "for n in one two three; do echo \"line $n\"; done", "env": {"DEMO": "it's $quoted"}})
+    value = await tour.call(
+        "pty_open",
+        {
+            "command": 'for n in one two three; do echo "line $n"; done',
+            "env": {"DEMO": "it's $quoted"},
+        },
+    )
     pty_id = value["sessionId"]
     value = await tour.call("pty_send", {"id": pty_id, "data": 'echo "$DEMO"'})
     value = await tour.call("pty_tail", {"id": pty_id})
-    tour.expect("line three" in value["text"] and "it's $quoted" in value["text"], "the tail holds the new lines, env exported exactly")
+    tour.expect(
+        "line three" in value["text"] and "it's $quoted" in value["text"],
+        "the tail holds the new lines, env exported exactly",
+    )
     value = await tour.call("pty_tail", {"id": pty_id})
     tour.expect(value["lines"] == 0, "a second tail resends nothing")
 
@@ -215,7 +261,10 @@ async def run_demo(sandbox: str = "auto") -> int:
         survivors = sorted(set(_survivors(tour.pids)) | _tagged_with(agent_id))
         _say()
         if survivors:
-            print(f"dsh-terminal demo: processes still alive after close: {survivors}", file=sys.stderr)
+            print(
+                f"dsh-terminal demo: processes still alive after close: {survivors}",
+                file=sys.stderr,
+            )
             return 1
         _say(f"✓ all {len(tour.pids)} processes the demo started are gone; nothing left running")
         return 0

@@ -163,12 +163,12 @@ class Harness:
         for agent in reversed(self._agents):
             try:
                 await agent.dispose()
-            except Exception as exc:  # noqa: BLE001 - aggregated below
+            except Exception as exc:
                 errors.append(exc)
         for _key, service in reversed(self.ctx.resolved_services()):
             try:
                 await dispose_service(service)
-            except Exception as exc:  # noqa: BLE001 - aggregated below
+            except Exception as exc:
                 errors.append(exc)
         if errors:
             raise DisposeError("harness shutdown left failures", errors)

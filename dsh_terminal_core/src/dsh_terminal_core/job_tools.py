@@ -32,7 +32,10 @@ def job_tools(jobs: Callable[[], JobService], max_result_bytes: int) -> list[Too
 
     async def output(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
         result = await jobs().read(
-            exec_.agent, args["jobId"], wait=args.get("wait", False), timeout_ms=args.get("timeoutMs")
+            exec_.agent,
+            args["jobId"],
+            wait=args.get("wait", False),
+            timeout_ms=args.get("timeoutMs"),
         )
         return result.to_wire()
 
@@ -55,13 +58,20 @@ def job_tools(jobs: Callable[[], JobService], max_result_bytes: int) -> list[Too
 
     def render_kill(_args: dict[str, Any], value: dict[str, Any]) -> str:
         if value["killed"]:
-            return f"sent a stop request to {value['jobId']}; collect its final output with job_output"
+            return (
+                f"sent a stop request to {value['jobId']}; collect its final output with job_output"
+            )
         return f"{value['jobId']} had already finished"
 
     def finalize(text: str) -> str:
         return cap_text(text, max_result_bytes)
 
-    job_id = {"type": "string", "minLength": 1, "maxLength": 64, "description": "The job id, e.g. job-1."}
+    job_id = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 64,
+        "description": "The job id, e.g. job-1.",
+    }
     return [
         Tool(
             name="job_output",
@@ -94,7 +104,8 @@ def job_tools(jobs: Callable[[], JobService], max_result_bytes: int) -> list[Too
             name="job_kill",
             description=(
                 "Stop a background job. For a terminal send this interrupts the foreground "
-                "command with SIGINT; the session stays open. Output remains readable with job_output."
+                "command with SIGINT; the session stays open. Output remains readable with "
+                "job_output."
             ),
             parameters={
                 "type": "object",

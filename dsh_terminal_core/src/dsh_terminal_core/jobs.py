@@ -9,6 +9,7 @@ queued on its owner so the next turn learns about it without polling.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import weakref
 from collections.abc import Awaitable, Callable
@@ -193,11 +194,13 @@ class JobService:
         except asyncio.CancelledError:
             job.status = "killed"
             job.result = job.result or "job was cancelled"
-        except Exception as exc:  # noqa: BLE001 - the failure is the job's outcome
+        except Exception as exc:
             job._pull()
             job.status = "killed" if job._kill_requested else "failed"
-            job.error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, DshError) else (
-                f"[{exc.code}] {exc.message}"
+            job.error = (
+                f"{type(exc).__name__}: {exc}"
+                if not isinstance(exc, DshError)
+                else (f"[{exc.code}] {exc.message}")
             )
         finally:
             job._collect = None
@@ -229,10 +232,8 @@ class JobService:
             raise InvalidArgument("timeout_ms must be >= 0")
         if wait and job.status == "running":
             timeout = (timeout_ms if timeout_ms is not None else 30000) / 1000
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(job.finished.wait(), timeout)
-            except TimeoutError:
-                pass
         return job.take()
 
     async def kill(self, owner: Agent, job_id: str) -> bool:

@@ -115,12 +115,16 @@ def discover(group: str = ENTRY_POINT_GROUP) -> list[LoadedPlugin]:
     return loaded
 
 
-def load_plugins(plugins: Sequence[object] | None, group: str = ENTRY_POINT_GROUP) -> list[LoadedPlugin]:
+def load_plugins(
+    plugins: Sequence[object] | None, group: str = ENTRY_POINT_GROUP
+) -> list[LoadedPlugin]:
     """Discover plugins (``plugins=None``) or describe an explicit list of plugin objects."""
     if plugins is None:
         return discover(group)
     manager = _plugin_manager()
-    return [_describe(p, f"explicit plugin {getattr(p, '__name__', p)!r}", manager) for p in plugins]
+    return [
+        _describe(p, f"explicit plugin {getattr(p, '__name__', p)!r}", manager) for p in plugins
+    ]
 
 
 def order_plugins(plugins: Iterable[LoadedPlugin]) -> list[LoadedPlugin]:
@@ -180,7 +184,7 @@ def order_plugins(plugins: Iterable[LoadedPlugin]) -> list[LoadedPlugin]:
         if state.get(name) == "done":
             return
         if state.get(name) == "visiting":
-            cycle = path[path.index(name) :] + [name]
+            cycle = [*path[path.index(name) :], name]
             raise PluginLoadError(
                 "plugin dependency cycle: " + " -> ".join(repr(n) for n in cycle), name
             )

@@ -34,7 +34,9 @@ def cap_text(
     size = len(whole.encode("utf-8", "surrogatepass"))
     if size <= max_bytes:
         return whole
-    fixed = len(prefix.encode("utf-8", "surrogatepass")) + len(suffix.encode("utf-8", "surrogatepass"))
+    fixed = len(prefix.encode("utf-8", "surrogatepass")) + len(
+        suffix.encode("utf-8", "surrogatepass")
+    )
     body_bytes = len(text.encode("utf-8", "surrogatepass"))
     # The marker's own length depends on the count it reports; size it for the worst case.
     marker_room = len(f"[... {body_bytes} bytes truncated ...]\n".encode())

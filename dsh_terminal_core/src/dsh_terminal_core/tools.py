@@ -57,7 +57,11 @@ class Tool:
     plugin: str | None = None
 
     def schema(self) -> dict[str, Any]:
-        return {"name": self.name, "description": self.description, "parameters": dict(self.parameters)}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "parameters": dict(self.parameters),
+        }
 
 
 def render_error(exc: BaseException) -> str:
@@ -98,7 +102,9 @@ def _describe_violation(error: jsonschema.ValidationError) -> str:
         missing = [k for k in error.validator_value if k not in error.instance]
         return f"missing required argument {', '.join(repr(k) for k in missing)}"
     if kind == "type":
-        return f"{subject} must be of type {error.validator_value}, got {_json_type(error.instance)}"
+        return (
+            f"{subject} must be of type {error.validator_value}, got {_json_type(error.instance)}"
+        )
     if kind == "enum":
         options = ", ".join(repr(v) for v in error.validator_value)
         return f"{subject} must be one of {options}, got {error.instance!r}"
@@ -125,10 +131,14 @@ class ToolRegistry:
         """Add ``tool``; returns a function that removes it. Names are unique."""
         if tool.name in self._tools:
             owner = self._tools[tool.name].plugin
-            raise DshError(f"tool {tool.name!r} is already registered by {owner!r}", "DUPLICATE_TOOL")
+            raise DshError(
+                f"tool {tool.name!r} is already registered by {owner!r}", "DUPLICATE_TOOL"
+            )
         if tool.plugin is None and self._stamp is not None:
             tool = attrs.evolve(tool, plugin=self._stamp())
-        validator_cls = jsonschema.validators.validator_for(tool.parameters, jsonschema.Draft202012Validator)
+        validator_cls = jsonschema.validators.validator_for(
+            tool.parameters, jsonschema.Draft202012Validator
+        )
         validator_cls.check_schema(tool.parameters)
         self._tools[tool.name] = tool
         self._validators[tool.name] = validator_cls(tool.parameters)
@@ -157,9 +167,13 @@ class ToolRegistry:
         self.get(name)
         if not isinstance(args, dict):
             raise InvalidArgument(f"arguments must be a JSON object, got {_json_type(args)}")
-        errors = sorted(self._validators[name].iter_errors(args), key=lambda e: (len(e.path), e.path))
+        errors = sorted(
+            self._validators[name].iter_errors(args), key=lambda e: (len(e.path), e.path)
+        )
         if errors:
-            raise InvalidArgument(f"{name}: " + "; ".join(_describe_violation(e) for e in errors[:5]))
+            raise InvalidArgument(
+                f"{name}: " + "; ".join(_describe_violation(e) for e in errors[:5])
+            )
         return args
 
     async def call(self, name: str, args: object, exec_: ToolExec) -> ToolResult:
@@ -171,7 +185,7 @@ class ToolRegistry:
         try:
             checked = self.validate(name, args)
             value = await tool.execute(checked, exec_)
-        except Exception as exc:  # noqa: BLE001 - every failure becomes an error result
+        except Exception as exc:
             return ToolResult(text=self._bound(tool, render_error(exc)), value=None, is_error=True)
         text = tool.render(checked, value) if tool.render else _default_text(value)
         return ToolResult(text=self._bound(tool, text), value=value, is_error=False)

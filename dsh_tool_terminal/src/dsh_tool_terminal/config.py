@@ -15,7 +15,9 @@ MIN_RESULT_BYTES = 64
 
 def _result_bytes(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < MIN_RESULT_BYTES:
-        raise ValueError(f"{attribute.name} must be an integer >= {MIN_RESULT_BYTES}, got {value!r}")
+        raise ValueError(
+            f"{attribute.name} must be an integer >= {MIN_RESULT_BYTES}, got {value!r}"
+        )
 
 
 @attrs.frozen(kw_only=True)

@@ -11,7 +11,9 @@ from ..plugins import PluginInfo
 def dsh_plugin_info() -> PluginInfo:
     return PluginInfo(
         name="subprocess-local",
-        description="Local PTY provider: spawn, foreground inspection, signalling, full-tree teardown.",
+        description=(
+            "Local PTY provider: spawn, foreground inspection, signalling, full-tree teardown."
+        ),
         provides=("subprocess",),
         container=SubprocessContainer,
     )

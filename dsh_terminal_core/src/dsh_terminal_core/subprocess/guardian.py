@@ -15,6 +15,7 @@ by the host's environment.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -54,10 +55,8 @@ def _reap(sessions: dict[int, int]) -> None:
         if not members:
             return
         for pid in members:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
         time.sleep(0.02)
 
 

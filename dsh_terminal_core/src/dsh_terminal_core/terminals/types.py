@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..agents import Agent
 
 __all__ = [
+    "ALLOWED_SIGNALS",
     "BackendSession",
     "BackendSpawnContext",
     "ReadRequest",
@@ -29,7 +30,6 @@ __all__ = [
     "SpawnResult",
     "TerminalBackend",
     "WaitReason",
-    "ALLOWED_SIGNALS",
 ]
 
 ALLOWED_SIGNALS: tuple[str, ...] = ("SIGINT", "SIGTERM", "SIGKILL", "SIGTSTP", "SIGHUP")

@@ -20,11 +20,10 @@ import shlex
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from dsh_pty_session import PtySessionService
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import DshError
-
-from dsh_pty_session import PtySessionService
 
 from .framer import MiFramer
 from .records import MiRecord, RecordKind
@@ -217,9 +216,7 @@ class GdbMiSession:
                     self._exited = True
                 return taken
             if self._exited:
-                raise GdbMiError(
-                    f"gdb in session {self._session_id} exited before answering"
-                )
+                raise GdbMiError(f"gdb in session {self._session_id} exited before answering")
             if self._clock() >= deadline:
                 raise GdbMiError(
                     f"gdb did not answer within the timeout (session {self._session_id})"

@@ -12,12 +12,11 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from dsh_pty_session import PtySessionService
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.resultcap import cap_text
 from dsh_terminal_core.tools import Tool, ToolExec
-
-from dsh_pty_session import PtySessionService
 
 from .records import MiRecord
 from .session import GdbMiSession
@@ -35,9 +34,7 @@ class GdbMiSessions:
         self._pty = pty
         self._gdb = gdb
         self._sessions: dict[Agent, GdbMiSession] = {}
-        self._starting: weakref.WeakKeyDictionary[Agent, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._starting: weakref.WeakKeyDictionary[Agent, asyncio.Lock] = weakref.WeakKeyDictionary()
         self._hooked: weakref.WeakSet[Agent] = weakref.WeakSet()
 
     def get(self, agent: Agent) -> GdbMiSession | None:
