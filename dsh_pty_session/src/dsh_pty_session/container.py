@@ -12,6 +12,6 @@ __all__ = ["PtySessionContainer"]
 class PtySessionContainer(containers.DeclarativeContainer):
     """One facade per harness; ``deps.terminals`` follows container overrides of the host."""
 
-    config = providers.Dependency()
+    config: providers.Dependency[object] = providers.Dependency()
     deps = providers.DependenciesContainer()  # terminals
     pty = providers.Singleton(PtySessionService, deps.terminals, config)

@@ -12,7 +12,7 @@ __all__ = ["BashContainer"]
 class BashContainer(containers.DeclarativeContainer):
     """Builds the backend from the core services it injects."""
 
-    config = providers.Dependency()
+    config: providers.Dependency[object] = providers.Dependency()
     deps = providers.DependenciesContainer()  # subprocess, sandbox_policy, sandbox (optional)
     backend = providers.Singleton(
         BashBackend, deps.subprocess, deps.sandbox_policy, deps.sandbox, config

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from dsh_terminal_core.terminals import SendResult
 
@@ -20,7 +21,7 @@ class BashSendOperation:
     """
 
     def __init__(
-        self, max_bytes: int, canceller: Callable[[BashSendOperation], Awaitable[None]]
+        self, max_bytes: int, canceller: Callable[[BashSendOperation], Coroutine[Any, Any, None]]
     ) -> None:
         self._viewport = ViewportBuffer(max_bytes)
         self._done: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()

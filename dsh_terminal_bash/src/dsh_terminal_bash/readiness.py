@@ -117,7 +117,9 @@ class Readiness:
         self._probe_step = 0
         self._probe_timer: asyncio.TimerHandle | None = None
         self._silence_timer: asyncio.TimerHandle | None = None
-        self._deadline_timer = self._loop.call_later(config.timeout_ms / 1000, self._on_deadline)
+        self._deadline_timer: asyncio.TimerHandle | None = self._loop.call_later(
+            config.timeout_ms / 1000, self._on_deadline
+        )
         self._arm_silence(config.idle_silence_ms / 1000)
         if startup:
             self._arm_probe(0)

@@ -162,10 +162,10 @@ class BashSession:
             config=self._config,
             probe=self,
             prompt=PROMPT,
-            on_settle=lambda s: settled.done() or settled.set_result(s),
+            on_settle=lambda s: _resolve(settled, s),
             startup=True,
         )
-        remove = cancel.on_cancel(lambda reason: settled.done() or settled.cancel())
+        remove = cancel.on_cancel(lambda _reason: _abort(settled))
         try:
             settlement = await settled
         except asyncio.CancelledError:
@@ -232,7 +232,7 @@ class BashSession:
         )
         op.write_task = asyncio.get_running_loop().create_task(self._write(op, request))
         if request.cancel is not None:
-            request.cancel.on_cancel(lambda _reason: op.done.done() or op.cancel())
+            request.cancel.on_cancel(lambda _reason: _cancel_unsettled(op))
         return op
 
     async def _write(self, op: BashSendOperation, request: SendRequest) -> None:
@@ -346,6 +346,21 @@ class BashSession:
                 )
             )
         self._op = None
+
+
+def _resolve(future: asyncio.Future[Settlement], settlement: Settlement) -> None:
+    if not future.done():
+        future.set_result(settlement)
+
+
+def _abort(future: asyncio.Future[Settlement]) -> None:
+    if not future.done():
+        future.cancel()
+
+
+def _cancel_unsettled(op: BashSendOperation) -> None:
+    if not op.done.done():
+        op.cancel()
 
 
 def _without_prompt(text: str, settlement: Settlement) -> str:

@@ -26,7 +26,7 @@ __all__ = [
 class SubprocessContainer(containers.DeclarativeContainer):
     """The local PTY provider (``ctx.subprocess``)."""
 
-    config = providers.Dependency()
+    config: providers.Dependency[object] = providers.Dependency()
     deps = providers.DependenciesContainer()
     subprocess = providers.Singleton(LocalTerminalProvider)
 
@@ -34,7 +34,7 @@ class SubprocessContainer(containers.DeclarativeContainer):
 class TerminalsContainer(containers.DeclarativeContainer):
     """The owner-scoped session registry (``ctx.terminals``)."""
 
-    config = providers.Dependency()
+    config: providers.Dependency[object] = providers.Dependency()
     deps = providers.DependenciesContainer()
     terminals = providers.Singleton(
         TerminalSessionService, max_sessions_per_owner=config.provided.max_sessions_per_owner
@@ -44,7 +44,7 @@ class TerminalsContainer(containers.DeclarativeContainer):
 class SandboxPolicyContainer(containers.DeclarativeContainer):
     """Sandbox mode resolution per owner (``ctx.sandbox_policy``)."""
 
-    config = providers.Dependency()
+    config: providers.Dependency[object] = providers.Dependency()
     deps = providers.DependenciesContainer()
     sandbox_policy = providers.Singleton(SandboxPolicyService, config)
 
@@ -52,7 +52,7 @@ class SandboxPolicyContainer(containers.DeclarativeContainer):
 class SandboxBwrapContainer(containers.DeclarativeContainer):
     """The bubblewrap sandbox (``ctx.sandbox``)."""
 
-    config = providers.Dependency()
+    config: providers.Dependency[object] = providers.Dependency()
     deps = providers.DependenciesContainer()
     sandbox = providers.Singleton(BwrapSandbox, config)
 
@@ -60,6 +60,6 @@ class SandboxBwrapContainer(containers.DeclarativeContainer):
 class JobsContainer(containers.DeclarativeContainer):
     """Background jobs (``ctx.jobs``)."""
 
-    config = providers.Dependency()
+    config: providers.Dependency[object] = providers.Dependency()
     deps = providers.DependenciesContainer()
     jobs = providers.Singleton(JobService, max_output_bytes=config.provided.max_output_bytes)

@@ -144,7 +144,8 @@ class Harness:
     ) -> ToolResult:
         """Call tool ``name`` as ``agent``; failures come back as ``is_error`` results."""
         exec_ = ToolExec(agent=agent, cancel=cancel or Cancellation())
-        return await self.ctx.tools.call(name, dict(args) if args is not None else {}, exec_)
+        tools: ToolRegistry = self.ctx.tools
+        return await tools.call(name, dict(args) if args is not None else {}, exec_)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """Every registered tool as ``{name, description, parameters}``."""

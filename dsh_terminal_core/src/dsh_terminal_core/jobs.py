@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import inspect
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -266,7 +266,7 @@ class JobService:
         await self._cancel(list(self._jobs.values()))
 
     @staticmethod
-    async def _cancel(jobs: list[Job]) -> None:
+    async def _cancel(jobs: Sequence[Job]) -> None:
         tasks = [job.task for job in jobs if job.task is not None and not job.task.done()]
         for task in tasks:
             task.cancel()

@@ -38,6 +38,10 @@ KNOWN_PROVIDERS: dict[str, str] = {
 BUILTIN_KEYS: tuple[str, ...] = ("tools", "system_prompt")
 
 
+def _keys(keys: Iterable[str]) -> tuple[str, ...]:
+    return tuple(keys)
+
+
 @attrs.frozen(kw_only=True)
 class PluginInfo:
     """What a plugin says about itself through ``dsh_plugin_info``.
@@ -48,9 +52,9 @@ class PluginInfo:
 
     name: str
     description: str = ""
-    provides: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    inject: tuple[str, ...] = attrs.field(default=(), converter=tuple)
-    optional_inject: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    provides: tuple[str, ...] = attrs.field(default=(), converter=_keys)
+    inject: tuple[str, ...] = attrs.field(default=(), converter=_keys)
+    optional_inject: tuple[str, ...] = attrs.field(default=(), converter=_keys)
     config: type[Any] | None = None
     container: type[Any] | None = None
 
@@ -223,7 +227,7 @@ def validate_config(plugin: LoadedPlugin, section: Mapping[str, Any] | None) -> 
     try:
         return config_cls(**section)
     except (TypeError, ValueError) as exc:
-        key = next((k for k in section if k in str(exc)), None)
+        bad_key = next((k for k in section if k in str(exc)), None)
         raise ConfigError(
-            f"plugin {plugin.name!r} has an invalid config value: {exc}", plugin.name, key
+            f"plugin {plugin.name!r} has an invalid config value: {exc}", plugin.name, bad_key
         ) from exc

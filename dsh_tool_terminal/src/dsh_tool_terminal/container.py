@@ -13,6 +13,6 @@ class ToolTerminalContainer(containers.DeclarativeContainer):
     """Builds the six tools. Services are passed as providers so each call resolves them
     afresh: a test's container override of ``terminals`` reaches tools built earlier."""
 
-    config = providers.Dependency()
+    config: providers.Dependency[object] = providers.Dependency()
     deps = providers.DependenciesContainer()  # terminals, jobs (optional: None when absent)
     tools = providers.Singleton(terminal_tools, deps.terminals.provider, deps.jobs.provider, config)
