@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import psutil
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from dsh_terminal_core.errors import TerminalError
 from dsh_terminal_core.terminals import SendRequest, SpawnRequest, WaitReason
 
-from ..helpers import harness, open_shell
+from ..helpers import full_access, harness, open_shell
 
 
 def _alive(pids: list[int]) -> list[int]:
@@ -24,11 +25,16 @@ def _alive(pids: list[int]) -> list[int]:
     return alive
 
 
-async def test_owner_disposed_during_spawn_publishes_nothing() -> None:
-    async with harness() as h:
+async def test_owner_disposed_during_spawn_publishes_nothing(tmp_path: Path) -> None:
+    # A startup file that takes a while keeps the spawn in flight for as long as we need.
+    rcfile = tmp_path / "slow.rc"
+    rcfile.write_text("sleep 2\n")
+    bash = {"shell_args": ["--noprofile", "--rcfile", str(rcfile), "-i"]}
+    async with harness(full_access(**{"terminal-bash": bash})) as h:
         agent = h.create_agent("a")
         spawn = asyncio.ensure_future(h.ctx.terminals.spawn(agent, SpawnRequest(type="shell")))
-        await asyncio.sleep(0.001)  # the shell is starting, its first prompt not yet seen
+        await asyncio.sleep(0.2)  # the shell is starting, its first prompt not yet seen
+        assert not spawn.done()
         assert h.ctx.terminals.has_owner_activity(agent)
         await agent.dispose()
         with pytest.raises(TerminalError) as info:

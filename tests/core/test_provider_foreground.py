@@ -74,6 +74,13 @@ async def eventually(
         await asyncio.sleep(0.01)
 
 
+def _runs(foreground: Foreground, name: str) -> bool:
+    try:
+        return bool(psutil.Process(foreground.process_group_id).name() == name)
+    except psutil.Error:
+        return False
+
+
 async def test_foreground_group_follows_a_running_command(spawn: Spawn) -> None:
     process = await spawn(BASH)
     output = Output(process)
@@ -83,8 +90,9 @@ async def test_foreground_group_follows_a_running_command(spawn: Spawn) -> None:
     assert process.is_reading_terminal(process.pid)
 
     await process.write("sleep 100\n")
-    busy = await eventually(process.inspect_foreground, lambda f: f.process_group_id != process.pid)
-    assert psutil.Process(busy.process_group_id).name() == "sleep"
+    # The group changes at fork; the name changes at exec, a moment later.
+    busy = await eventually(process.inspect_foreground, lambda f: _runs(f, "sleep"))
+    assert busy.process_group_id != process.pid
     assert not busy.input_waiting
     assert process.foreground_pgid() == busy.process_group_id
     assert not process.is_reading_terminal(process.pid)  # bash waits for sleep, not input
@@ -95,7 +103,7 @@ async def test_sigint_ends_a_foreground_sleep(spawn: Spawn) -> None:
     output = Output(process)
     await output.wait_count(PROMPT, 1)
     await process.write("sleep 100\n")
-    busy = await eventually(process.inspect_foreground, lambda f: f.process_group_id != process.pid)
+    busy = await eventually(process.inspect_foreground, lambda f: _runs(f, "sleep"))
     sleeper = psutil.Process(busy.process_group_id)
     assert process.signal_foreground("SIGINT") == busy.process_group_id
     await output.wait_count(PROMPT, 2)
