@@ -127,6 +127,10 @@ class GdbMiSession:
         """
         if "\n" in command or "\r" in command or not command.strip():
             raise GdbMiError("an MI command is one non-empty line")
+        if command.strip()[0].isdigit():
+            # Tokens are this session's own; a leading digit would merge with it, and a
+            # bare token is no command at all (gdb answers it with no result record).
+            raise GdbMiError("an MI command must not start with a token (digits); pass it bare")
         async with self._lock:
             self._check_alive()
             token = next(self._tokens)
