@@ -52,7 +52,7 @@ class Naive:
             self.pop()
         budget = self.max_bytes - utf8_len(self.open or "")
         while sum(utf8_len(line) + 1 for line in self.lines) > budget:
-            if len(self.lines) == 1 and self.open is None:
+            if len(self.lines) == 1 and (self.open is None or budget > 1):
                 self.lines[0] = utf8_tail(self.lines[0], budget - 1)[0]
                 self.dropped = True
                 break
@@ -312,3 +312,14 @@ def test_ten_megabyte_line_is_bounded() -> None:
     sb.append("\n")
     assert sb.retained_bytes == 4 * 1024 * 1024
     assert sb.lines_since(0)[0] == ["z" * (4 * 1024 * 1024 - 1)]
+
+
+def test_a_huge_line_followed_by_a_prompt_keeps_its_tail() -> None:
+    sb = Scrollback(max_lines=100, max_bytes=1000)
+    sb.append("x" * 5000 + "END\n")
+    sb.append("dsh> ")
+    page = sb.read(0, 10, 10_000)
+    first, prompt = page.text.split("\n")
+    assert prompt == "dsh> "
+    assert first.endswith("xxxEND") and len(first.encode()) + 1 + len(prompt) <= 1000
+    assert sb.dropped

@@ -403,7 +403,9 @@ class Scrollback:
             self._drop_lines(self._nlines - line_budget)
         byte_budget = self._max_bytes - self._open_bytes
         if self._nbytes > byte_budget:
-            self._drop_bytes(self._nbytes - byte_budget, keep_last=not open_line)
+            # The newest complete line survives, cut to its tail, whenever the open line
+            # leaves it any room: a huge line followed by a prompt must stay readable.
+            self._drop_bytes(self._nbytes - byte_budget, keep_last=not open_line or byte_budget > 1)
         if self._blocks:
             head = self._blocks[0]
             # Give back the memory of dropped lines once they are half the block.
