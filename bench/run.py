@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dsh_terminal_core.subprocess.census import shells_of
+
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
@@ -99,30 +101,13 @@ def worker_main(args: argparse.Namespace) -> int:
 # -- leak check -------------------------------------------------------------------------
 
 
-def _shells_of(owner: str) -> list[int]:
-    """Pids whose environment carries DSH_SHELL=1 and DSH_SESSION_ID=<owner>."""
-    needle = f"\0DSH_SESSION_ID={owner}\0".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                env = b"\0" + handle.read() + b"\0"
-        except OSError:
-            continue
-        if b"\0DSH_SHELL=1\0" in env and needle in env:
-            found.append(int(entry))
-    return found
-
-
 def _sweep(owner: str, wait: float = 5.0) -> list[int]:
     """Wait for this run's shells to go; kill and return the ones that stayed."""
     deadline = time.monotonic() + wait
-    left = _shells_of(owner)
+    left = shells_of(owner)
     while left and time.monotonic() < deadline:
         time.sleep(0.05)
-        left = _shells_of(owner)
+        left = shells_of(owner)
     for pid in left:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
+from dsh_terminal_core.subprocess.census import processes_with_env
 
 # Shells inherit this from the test process (it is neither DSH_* nor credential-shaped), so
 # the leak check counts only shells started by this run, not by another run on the machine.
@@ -43,19 +44,8 @@ def _live_descendants() -> set[tuple[int, float]]:
 
 def _dsh_shells() -> set[int]:
     """Processes of this run that carry the bash backend's DSH_SHELL=1 marker."""
-    pids: set[int] = set()
-    me = os.getpid()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == me:
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                environ = b"\0" + handle.read()
-                if b"\0DSH_SHELL=1\0" in environ and b"\0" + RUN_MARKER.encode() + b"\0" in environ:
-                    pids.add(int(entry))
-        except OSError:
-            continue
-    return pids
+    name, value = RUN_MARKER.split("=", 1)
+    return set(processes_with_env({"DSH_SHELL": "1", name: value}))
 
 
 @pytest.fixture(autouse=True)

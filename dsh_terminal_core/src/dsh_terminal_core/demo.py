@@ -19,6 +19,7 @@ import psutil
 from .agents import Agent
 from .harness import Harness
 from .sandbox.bwrap import BwrapConfig, BwrapSandbox
+from .subprocess.census import shells_of
 
 __all__ = ["run_demo"]
 
@@ -203,22 +204,6 @@ async def _tour(tour: Tour, workspace: str) -> None:
     value = await tour.call("terminal_close", {"sessionId": sid}, expect_error=True)
 
 
-def _tagged_with(agent_id: str) -> set[int]:
-    """Processes anywhere whose environment says a shell of ``agent_id`` started them."""
-    marker = f"DSH_SESSION_ID={agent_id}".encode()
-    found: set[int] = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                if marker in handle.read().split(b"\0"):
-                    found.add(int(entry))
-        except OSError:
-            continue
-    return found
-
-
 def _survivors(pids: set[tuple[int, float]]) -> list[int]:
     alive = []
     for pid, started in pids:
@@ -258,7 +243,7 @@ async def run_demo(sandbox: str = "auto") -> int:
             tour = Tour(harness, harness.create_agent(agent_id))
             await _tour(tour, workspace)
             await tour.agent.dispose()
-        survivors = sorted(set(_survivors(tour.pids)) | _tagged_with(agent_id))
+        survivors = sorted(set(_survivors(tour.pids)) | set(shells_of(agent_id)))
         _say()
         if survivors:
             print(
