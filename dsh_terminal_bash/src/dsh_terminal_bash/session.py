@@ -23,7 +23,7 @@ from .config import BashConfig
 from .environment import PROMPT
 from .operation import BashSendOperation
 from .readiness import Readiness, Settlement
-from .sanitizer import Sanitizer
+from .sanitizer import Chunk, Sanitizer
 from .scrollback import Scrollback
 
 __all__ = ["BashSession", "StartupFailed"]
@@ -118,9 +118,9 @@ class BashSession:
     def _on_output(self, data: bytes) -> None:
         self._consume(self._sanitizer.feed(data))
 
-    def _consume(self, chunk: object) -> None:
-        text: str = chunk.text  # type: ignore[attr-defined]
-        markers = chunk.markers  # type: ignore[attr-defined]
+    def _consume(self, chunk: Chunk) -> None:
+        text = chunk.text
+        markers = chunk.markers
         if text:
             self._scrollback.append(text)
             if self._op is not None:
@@ -241,9 +241,11 @@ class BashSession:
             if payload and not op.input_cancelled:
                 await self._process.write(payload)
         except asyncio.CancelledError:
-            return  # the unwritten remainder is dropped on purpose
-        except Exception:
-            return
+            pass  # a cancelled send drops its unwritten remainder on purpose
+        except Exception:  # a dead terminal settles through session_exit
+            pass
+        # Written, dropped or failed: no more input is coming, so the stdin-wait tier may
+        # look from now on (an interrupted REPL line still settles on the REPL's read).
         readiness = self._readiness
         if readiness is not None and self._op is op:
             readiness.on_write_done()
