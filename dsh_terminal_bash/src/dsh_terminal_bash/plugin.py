@@ -34,4 +34,4 @@ def dsh_apply(ctx: Any, config: Config) -> None:
     container = BashContainer(
         config=providers.Object(config), deps=ctx.dependencies(INJECT, OPTIONAL)
     )
-    ctx.terminals.register_backend(container.backend())
+    ctx.on_unload(ctx.terminals.register_backend(container.backend()))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dependency_injector import containers, providers
@@ -36,6 +36,7 @@ class Context:
         object.__setattr__(self, "_keys", [])
         object.__setattr__(self, "_resolved", {})
         object.__setattr__(self, "current_plugin", None)
+        object.__setattr__(self, "_unloads", {})
 
     @property
     def container(self) -> containers.DynamicContainer:
@@ -84,6 +85,23 @@ class Context:
             object.__setattr__(self, key, value)
             return
         raise AttributeError("ctx services are provided through ctx.provide(), not assigned")
+
+    def on_unload(self, undo: Callable[[], object]) -> None:
+        """Run ``undo`` when the plugin now applying is unloaded or reloaded.
+
+        Plugins pass the disposers of what they registered (a backend, a prompt section)
+        so a reload replaces their contributions without touching what others own.
+        Tools need no call: the harness removes a plugin's tools by the stamp they carry.
+        """
+        plugin = self.current_plugin
+        if plugin is None:
+            raise DshError("on_unload() is only valid while a plugin applies", "INVALID_ARGUMENT")
+        self._unloads.setdefault(plugin, []).append(undo)
+
+    def run_unloads(self, plugin: str) -> None:
+        """Undo what ``plugin`` registered through :meth:`on_unload`, newest first."""
+        for undo in reversed(self._unloads.pop(plugin, [])):
+            undo()
 
     @contextlib.contextmanager
     def override(self, key: str, service: object) -> Iterator[None]:

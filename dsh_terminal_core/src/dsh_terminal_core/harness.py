@@ -9,10 +9,13 @@ This is the public entry point for tests, the CLI, the MCP server and outside ho
 
 from __future__ import annotations
 
+import importlib
+import types
 from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
+import attrs
 from dependency_injector import providers
 
 from .agents import Agent
@@ -125,6 +128,44 @@ class Harness:
                     "PLUGIN_LOAD",
                 )
             self.ctx.provide(key, provider)
+
+    async def reload_plugin(
+        self, name: str, config: Mapping[str, Any] | None = None, *, reimport: bool = False
+    ) -> None:
+        """Replace a loaded plugin's contributions, optionally with a new config section.
+
+        Its tools, prompt sections and backends are unregistered and the plugin applies
+        again. Sessions live on: they belong to their owners and the registry, not to the
+        plugin that created them, so a backend or tool reload never closes a terminal.
+        Plugins that provide ctx keys cannot be reloaded (services others hold would go
+        stale): that raises ``RELOAD_UNSUPPORTED``. ``reimport`` reloads the plugin's
+        module first, for development loops.
+        """
+        plugin = next((p for p in self._plugins if p.name == name), None)
+        if plugin is None:
+            raise DshError(f"no loaded plugin is named {name!r}", "INVALID_ARGUMENT")
+        if plugin.info.provides:
+            raise DshError(
+                f"plugin {name!r} provides {list(plugin.info.provides)}; only plugins that "
+                "provide no ctx keys can be reloaded",
+                "RELOAD_UNSUPPORTED",
+            )
+        section = config if config is not None else self._config.get(name)
+        validated = validate_config(plugin, section)
+        if reimport and isinstance(plugin.module, types.ModuleType):
+            plugin = attrs.evolve(plugin, module=importlib.reload(plugin.module))
+            self._plugins = [plugin if p.name == name else p for p in self._plugins]
+        ctx = self.ctx
+        ctx.run_unloads(name)
+        ctx.tools.unregister_plugin(name)
+        ctx.current_plugin = name
+        try:
+            for impl in _hookimpls(plugin, "dsh_apply"):
+                impl(ctx=ctx, config=validated)
+        finally:
+            ctx.current_plugin = None
+        if config is not None:
+            self._config[name] = dict(config)
 
     def create_agent(self, agent_id: str) -> Agent:
         """Create an owner identity; the harness disposes it on exit."""

@@ -150,6 +150,14 @@ class ToolRegistry:
 
         return unregister
 
+    def unregister_plugin(self, plugin: str) -> list[str]:
+        """Remove every tool stamped with ``plugin``; return their names."""
+        names = [name for name, tool in self._tools.items() if tool.plugin == plugin]
+        for name in names:
+            del self._tools[name]
+            del self._validators[name]
+        return names
+
     def get(self, name: str) -> Tool:
         try:
             return self._tools[name]

@@ -38,3 +38,4 @@ def dsh_apply(ctx: Any, config: Config) -> None:
     for tool in container.tools():
         ctx.tools.register(tool)
     ctx.system_prompt.section("terminal-guidance", GUIDANCE_ORDER, GUIDANCE)
+    ctx.on_unload(lambda: ctx.system_prompt.remove("terminal-guidance"))
