@@ -289,3 +289,18 @@ async def test_motd_and_session_identity_in_the_environment() -> None:
         sid = await open_shell(h, agent)
         result = await send(h, agent, sid, 'echo "$DSH_SHELL $DSH_SESSION_ID $DSH_PTY_SESSION_ID $TERM $PAGER"')
         assert result.viewport == f"1 agent-env {sid} dumb cat\n"
+
+
+async def test_overridden_prompt_command_still_settles_on_the_shells_read() -> None:
+    # Without the marker the prompt tier is gone; the exact stdin-wait tier still sees
+    # bash blocked reading its terminal, long before the silence tier would.
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        await send(h, agent, sid, "PROMPT_COMMAND=")
+        started = time.monotonic()
+        result = await send(h, agent, sid, "echo no-marker")
+        assert time.monotonic() - started < FAST
+        assert result.wait_reason is WaitReason.STDIN_READ
+        assert result.exit_code is None  # no marker, so no $? to report
+        assert "no-marker" in result.viewport
