@@ -42,7 +42,7 @@ import os
 import signal
 import sys
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from .agents import Agent
 from .errors import DisposeError, DshError
@@ -82,8 +82,6 @@ _CANCEL_WAIT_S = 5.0
 _SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 log = logging.getLogger(__name__)
-
-_T = TypeVar("_T")
 
 
 class McpServerError(DshError):
