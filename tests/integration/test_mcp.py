@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,11 +24,13 @@ import pytest
 pytest.importorskip("mcp")
 
 import mcp_types as types
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.mcp_server import McpServerError, build_config, serve
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
+
+from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.mcp_server import McpServerError, build_config, serve
+from dsh_terminal_core.subprocess.census import still_running
 
 from ..helpers import full_access
 
@@ -136,23 +138,11 @@ def descendants(pid: int) -> set[tuple[int, float]]:
     return found
 
 
-def still_alive(procs: Iterable[tuple[int, float]]) -> list[int]:
-    alive = []
-    for pid, started in procs:
-        try:
-            proc = psutil.Process(pid)
-            if proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.Error:
-            continue
-    return alive
-
-
 async def wait_all_gone(procs: set[tuple[int, float]], bound_s: float = 10.0) -> list[int]:
     with anyio.move_on_after(bound_s):
-        while still_alive(procs):
+        while still_running(procs):
             await anyio.sleep(0.05)
-    return still_alive(procs)
+    return still_running(procs)
 
 
 async def call(session: ClientSession, name: str, args: dict[str, Any]) -> types.CallToolResult:
@@ -410,7 +400,7 @@ async def test_sigterm_with_a_call_in_flight_closes_everything_and_exits_0(
 
 
 async def test_sigkill_of_the_server_hangs_up_its_shells(tmp_path: Path) -> None:
-    """No exit hook runs on SIGKILL: the kernel's PTY hangup and the host-death guardian end the shells.
+    """No exit hook runs on SIGKILL: the PTY hangup and the host-death guardian end the shells.
 
     Closing the master (the dead server's only copy) sends SIGHUP to each shell, and an
     interactive bash hangs up its jobs, foreground and background, before exiting.

@@ -19,7 +19,7 @@ import psutil
 from .agents import Agent
 from .harness import Harness
 from .sandbox.bwrap import BwrapConfig, BwrapSandbox
-from .subprocess.census import shells_of
+from .subprocess.census import shells_of, still_running
 
 __all__ = ["run_demo"]
 
@@ -204,18 +204,6 @@ async def _tour(tour: Tour, workspace: str) -> None:
     value = await tour.call("terminal_close", {"sessionId": sid}, expect_error=True)
 
 
-def _survivors(pids: set[tuple[int, float]]) -> list[int]:
-    alive = []
-    for pid, started in pids:
-        try:
-            proc = psutil.Process(pid)
-            if proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(pid)
-        except psutil.Error:
-            continue
-    return alive
-
-
 async def run_demo(sandbox: str = "auto") -> int:
     """Run the tour; 0 on success, 1 with a clear message otherwise."""
     if shutil.which("bash") is None or not os.path.exists("/bin/bash"):
@@ -243,7 +231,7 @@ async def run_demo(sandbox: str = "auto") -> int:
             tour = Tour(harness, harness.create_agent(agent_id))
             await _tour(tour, workspace)
             await tour.agent.dispose()
-        survivors = sorted(set(_survivors(tour.pids)) | set(shells_of(agent_id)))
+        survivors = sorted(set(still_running(tour.pids)) | set(shells_of(agent_id)))
         _say()
         if survivors:
             print(

@@ -9,10 +9,13 @@ and the test suite make to prove nothing was left behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
-__all__ = ["processes_with_env", "shells_of"]
+import psutil
+
+__all__ = ["processes_with_env", "shells_of", "still_running"]
 
 
 def processes_with_env(required: Mapping[str, str], proc: str = "/proc") -> list[int]:
@@ -44,3 +47,17 @@ def processes_with_env(required: Mapping[str, str], proc: str = "/proc") -> list
 def shells_of(agent_id: str) -> list[int]:
     """Pids of the shells (and everything they started) of the agent named ``agent_id``."""
     return processes_with_env({"DSH_SHELL": "1", "DSH_SESSION_ID": agent_id})
+
+
+def still_running(identities: Iterable[tuple[int, float]]) -> list[int]:
+    """Pids of ``(pid, psutil create_time)`` identities still alive (zombies count as gone).
+
+    The start time makes a reused pid count as gone rather than as a survivor.
+    """
+    alive = []
+    for pid, started in identities:
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(pid)
+    return alive
