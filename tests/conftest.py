@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from dsh_terminal_core.subprocess.census import processes_with_env
+from dsh_terminal_core.provider.census import processes_with_env
 
 # Shells inherit this from the test process (it is neither DSH_* nor credential-shaped), so
 # the leak check counts only shells started by this run, not by another run on the machine.

@@ -6,7 +6,7 @@ import os
 import subprocess
 import uuid
 
-from dsh_terminal_core.subprocess.census import processes_with_env, shells_of
+from dsh_terminal_core.provider.census import processes_with_env, shells_of
 
 
 def test_finds_exactly_the_processes_carrying_every_variable() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 import psutil
 import pytest
 from dsh_terminal_core.errors import TerminalError, UnsupportedPlatform
-from dsh_terminal_core.subprocess import (
+from dsh_terminal_core.provider import (
     LocalTerminalProcess,
     LocalTerminalProvider,
     TerminalProcess,

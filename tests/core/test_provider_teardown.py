@@ -12,7 +12,7 @@ from typing import Any
 
 import psutil
 import pytest
-from dsh_terminal_core.subprocess import (
+from dsh_terminal_core.provider import (
     LocalTerminalProcess,
     LocalTerminalProvider,
     TerminalSpawnSpec,

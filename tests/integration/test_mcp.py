@@ -30,7 +30,7 @@ from mcp.shared.message import SessionMessage
 
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.mcp_server import McpServerError, build_config, serve
-from dsh_terminal_core.subprocess.census import still_running
+from dsh_terminal_core.provider.census import still_running
 
 from ..helpers import full_access
 

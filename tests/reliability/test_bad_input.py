@@ -360,7 +360,7 @@ def _schemas() -> dict[str, dict[str, Any]]:
     return asyncio.run(collect())
 
 
-# The stack's own tools; consumer plugins installed beside it (examples/) are not fuzzed.
+# The stack's own tools; consumer plugins installed beside it (consumers/) are not fuzzed.
 FUZZED_TOOLS = {
     "terminal_open", "terminal_send", "terminal_read", "terminal_signal", "terminal_close",
     "terminal_list", "pty_open", "pty_send", "pty_tail", "pty_close", "job_output", "job_kill",

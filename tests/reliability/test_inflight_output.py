@@ -13,7 +13,7 @@ import asyncio
 import os
 import tty
 
-from dsh_terminal_core.subprocess.ptyio import PtyChannel
+from dsh_terminal_core.provider.ptyio import PtyChannel
 
 ROUNDS = 2000
 

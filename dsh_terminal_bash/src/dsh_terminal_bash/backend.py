@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from dsh_terminal_core.errors import InvalidArgument, SandboxUnavailable, TerminalError
-from dsh_terminal_core.subprocess import TerminalProvider, TerminalSpawnSpec
+from dsh_terminal_core.provider import TerminalProvider, TerminalSpawnSpec
 from dsh_terminal_core.terminals import BackendSpawnContext
 
 from .config import BashConfig

@@ -35,7 +35,7 @@ from typing import Protocol
 
 import attrs
 
-from dsh_terminal_core.subprocess import Foreground
+from dsh_terminal_core.provider import Foreground
 from dsh_terminal_core.terminals import WaitReason
 
 from .config import BashConfig

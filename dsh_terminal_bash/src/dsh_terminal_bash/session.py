@@ -8,7 +8,7 @@ import os
 
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import TerminalError
-from dsh_terminal_core.subprocess import ExitStatus, Foreground, TerminalProcess
+from dsh_terminal_core.provider import ExitStatus, Foreground, TerminalProcess
 from dsh_terminal_core.terminals import (
     ReadRequest,
     ReadResult,

@@ -11,7 +11,7 @@ from dependency_injector import containers, providers
 from .jobs import JobService
 from .sandbox.bwrap import BwrapSandbox
 from .sandbox.policy import SandboxPolicyService
-from .subprocess.terminal import LocalTerminalProvider
+from .provider.terminal import LocalTerminalProvider
 from .terminals.service import TerminalSessionService
 
 __all__ = [

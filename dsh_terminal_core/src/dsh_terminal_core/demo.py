@@ -19,7 +19,7 @@ import psutil
 from .agents import Agent
 from .harness import Harness
 from .sandbox.bwrap import BwrapConfig, BwrapSandbox
-from .subprocess.census import shells_of, still_running
+from .provider.census import shells_of, still_running
 
 __all__ = ["run_demo"]
 

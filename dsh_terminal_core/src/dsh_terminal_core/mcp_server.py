@@ -48,7 +48,7 @@ from .agents import Agent
 from .errors import DisposeError, DshError
 from .harness import Harness
 from .mcp_stdio import StdioWire
-from .subprocess import hostexit
+from .provider import hostexit
 
 if TYPE_CHECKING:
     import mcp_types
