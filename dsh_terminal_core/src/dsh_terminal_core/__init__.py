@@ -2,7 +2,7 @@
 
 from .agents import Agent
 from .cancel import Cancellation
-from .errors import DshError, InvalidArgument, TerminalError
+from .errors import DshError, ErrorCode, InvalidArgument, TerminalError
 from .harness import Harness
 from .hookspecs import hookimpl
 from .plugins import PluginInfo
@@ -12,6 +12,7 @@ __all__ = [
     "Agent",
     "Cancellation",
     "DshError",
+    "ErrorCode",
     "Harness",
     "InvalidArgument",
     "PluginInfo",

@@ -7,12 +7,14 @@ tool results render it as ``error [CODE]: message``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from enum import StrEnum
 
 __all__ = [
     "BackendCleanupError",
     "ConfigError",
     "DisposeError",
     "DshError",
+    "ErrorCode",
     "InvalidArgument",
     "OperationCancelled",
     "PluginLoadError",
@@ -23,10 +25,63 @@ __all__ = [
 ]
 
 
+class ErrorCode(StrEnum):
+    """Every stable error code, in one place.
+
+    Members are strings, so ``exc.code == "NO_SESSION"`` and ``exc.code ==
+    ErrorCode.NO_SESSION`` agree, and a code renders as its bare name in
+    ``error [CODE]: message``. A new code is added here and documented in
+    ``docs/reference.md``; the documentation test fails until both are done.
+    """
+
+    # Arguments, tools and cancellation.
+    INVALID_ARGUMENT = "INVALID_ARGUMENT"
+    UNKNOWN_TOOL = "UNKNOWN_TOOL"
+    INTERNAL = "INTERNAL"
+    CANCELLED = "CANCELLED"
+    UNSUPPORTED = "UNSUPPORTED"
+    # Plugin host and services.
+    PLUGIN_LOAD = "PLUGIN_LOAD"
+    INVALID_CONFIG = "INVALID_CONFIG"
+    DUPLICATE_SERVICE = "DUPLICATE_SERVICE"
+    NO_SERVICE = "NO_SERVICE"
+    DUPLICATE_TOOL = "DUPLICATE_TOOL"
+    DISPOSE_FAILED = "DISPOSE_FAILED"
+    RELOAD_UNSUPPORTED = "RELOAD_UNSUPPORTED"
+    UNSUPPORTED_PLATFORM = "UNSUPPORTED_PLATFORM"
+    # Session registry.
+    DUPLICATE_BACKEND = "DUPLICATE_BACKEND"
+    NO_BACKEND = "NO_BACKEND"
+    DUPLICATE_NAME = "DUPLICATE_NAME"
+    SESSION_LIMIT = "SESSION_LIMIT"
+    NO_SESSION = "NO_SESSION"
+    FOREIGN_SESSION = "FOREIGN_SESSION"
+    OWNER_NOT_LIVE = "OWNER_NOT_LIVE"
+    SERVICE_DISPOSING = "SERVICE_DISPOSING"
+    SEND_ACTIVE = "SEND_ACTIVE"
+    SESSION_CLOSED = "SESSION_CLOSED"
+    SESSION_EXITED = "SESSION_EXITED"
+    SPAWN_FAILED = "SPAWN_FAILED"
+    BACKEND_CLEANUP = "BACKEND_CLEANUP"
+    # Terminal processes.
+    TEARDOWN_FAILED = "TEARDOWN_FAILED"
+    TERMINAL_CLOSED = "TERMINAL_CLOSED"
+    NO_FOREGROUND = "NO_FOREGROUND"
+    # Sandbox.
+    SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"
+    SANDBOX_MODE_LOCKED = "SANDBOX_MODE_LOCKED"
+    # Jobs.
+    NO_JOB = "NO_JOB"
+    FOREIGN_JOB = "FOREIGN_JOB"
+    NO_JOBS_SERVICE = "NO_JOBS_SERVICE"
+    # Consumers.
+    GDB_MI = "GDB_MI"
+
+
 class DshError(Exception):
     """Base of every error this project raises on purpose; ``code`` is stable."""
 
-    code: str = "INTERNAL"
+    code: str = ErrorCode.INTERNAL
 
     def __init__(self, message: str, code: str | None = None) -> None:
         super().__init__(message)
@@ -41,7 +96,7 @@ class DshError(Exception):
 class PluginLoadError(DshError):
     """The harness could not start: a plugin is missing, misconfigured or cyclic."""
 
-    code = "PLUGIN_LOAD"
+    code = ErrorCode.PLUGIN_LOAD
 
     def __init__(self, message: str, plugin: str | None = None) -> None:
         super().__init__(message)
@@ -51,7 +106,7 @@ class PluginLoadError(DshError):
 class ConfigError(PluginLoadError):
     """A plugin's configuration has an unknown key or an invalid value."""
 
-    code = "INVALID_CONFIG"
+    code = ErrorCode.INVALID_CONFIG
 
     def __init__(self, message: str, plugin: str, key: str | None = None) -> None:
         super().__init__(message, plugin)
@@ -61,25 +116,25 @@ class ConfigError(PluginLoadError):
 class InvalidArgument(DshError, ValueError):
     """A caller passed an argument that does not satisfy the contract."""
 
-    code = "INVALID_ARGUMENT"
+    code = ErrorCode.INVALID_ARGUMENT
 
 
 class ToolNotFound(DshError, LookupError):
     """No tool of that name is registered."""
 
-    code = "UNKNOWN_TOOL"
+    code = ErrorCode.UNKNOWN_TOOL
 
 
 class OperationCancelled(DshError):
     """The caller cancelled the operation (the default cancellation reason)."""
 
-    code = "CANCELLED"
+    code = ErrorCode.CANCELLED
 
 
 class UnsupportedPlatform(DshError):
     """The operation needs an OS facility this platform does not have."""
 
-    code = "UNSUPPORTED_PLATFORM"
+    code = ErrorCode.UNSUPPORTED_PLATFORM
 
 
 class TerminalError(DshError):
@@ -93,21 +148,21 @@ class SandboxUnavailable(TerminalError):
     """A confined sandbox mode was asked for but cannot be provided on this machine."""
 
     def __init__(self, message: str) -> None:
-        super().__init__(message, "SANDBOX_UNAVAILABLE")
+        super().__init__(message, ErrorCode.SANDBOX_UNAVAILABLE)
 
 
 class BackendCleanupError(TerminalError):
     """A backend could not tear a session down; kept for the owner's later disposal."""
 
     def __init__(self, message: str, cause: BaseException | None = None) -> None:
-        super().__init__(message, "BACKEND_CLEANUP")
+        super().__init__(message, ErrorCode.BACKEND_CLEANUP)
         self.cause = cause
 
 
 class DisposeError(DshError):
     """One or more dispose effects failed; ``errors`` holds each failure in run order."""
 
-    code = "DISPOSE_FAILED"
+    code = ErrorCode.DISPOSE_FAILED
 
     def __init__(self, message: str, errors: Sequence[BaseException]) -> None:
         detail = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
