@@ -1,21 +1,139 @@
 #!/usr/bin/env bash
-# Install dsh-terminal on this machine: bubblewrap (the sandbox) when missing, then the
-# Python distributions. `--test` also installs what the test suite needs.
+# Install dsh-terminal into the project's virtual environment `.venv` (created here, or
+# reused), so it works the same with a distribution's system Python (PEP 668 forbids
+# installing into it) and with any other Python >= 3.11.
+#
+#   ./scripts/install.sh          the four distributions and the MCP extra
+#   ./scripts/install.sh --test   the same plus the gdb/MI consumer and the test tools
+#
+# Every step prints one line; a failing step says what failed and what to install.
+# PYTHON=/path/to/python3.12 picks the interpreter used to create `.venv`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v bwrap >/dev/null 2>&1; then
-  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    apt-get update -qq >/dev/null && apt-get install -y -qq bubblewrap >/dev/null \
-      || echo "install.sh: could not install bubblewrap; confined sandbox modes will refuse to open sessions" >&2
+say() { printf 'install.sh: %s\n' "$*"; }
+fail() {
+  printf 'install.sh: error: %s\n' "$*" >&2
+  exit 1
+}
+
+mode=run
+case "${1:-}" in
+  "") ;;
+  --test) mode=test ;;
+  -h | --help)
+    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    exit 0
+    ;;
+  *) fail "unknown option '$1' (use --test, or no option)" ;;
+esac
+
+is_root() { [ "$(id -u)" = 0 ]; }
+have_apt() { command -v apt-get >/dev/null 2>&1; }
+apt_updated=no
+apt_install() {
+  if [ "$apt_updated" = no ]; then
+    say "  apt-get update"
+    apt-get update -qq
+    apt_updated=yes
+  fi
+  say "  apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# --- 1. platform ---------------------------------------------------------------------
+[ "$(uname -s)" = Linux ] || fail "dsh-terminal needs Linux (this is $(uname -s))"
+say "[1/5] platform: Linux $(uname -r) $(uname -m)"
+
+# --- 2. a Python >= 3.11 ---------------------------------------------------------------
+version_of() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null; }
+new_enough() { "$1" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; }
+
+python=""
+if [ -n "${PYTHON:-}" ]; then
+  new_enough "$PYTHON" || fail "PYTHON=$PYTHON is not a Python >= 3.11"
+  python=$PYTHON
+else
+  for candidate in python3 python3.13 python3.12 python3.11; do
+    if command -v "$candidate" >/dev/null 2>&1 && new_enough "$candidate"; then
+      python=$(command -v "$candidate")
+      break
+    fi
+  done
+fi
+if [ -z "$python" ]; then
+  found=$(command -v python3 >/dev/null 2>&1 && version_of python3 || echo none)
+  fail "dsh-terminal needs Python >= 3.11 (python3 on PATH: $found); install one, e.g. 'apt-get install python3' on Debian 12 / Ubuntu 24.04, or set PYTHON=/path/to/python3.X"
+fi
+pyver=$(version_of "$python")
+say "[2/5] python: $python ($pyver)"
+
+# --- 3. the project virtual environment .venv ------------------------------------------
+venv_ok() {
+  [ -x .venv/bin/python ] && new_enough .venv/bin/python \
+    && .venv/bin/python -m pip --version >/dev/null 2>&1
+}
+if venv_ok; then
+  say "[3/5] virtual environment: reusing .venv ($(version_of .venv/bin/python))"
+else
+  if [ -e .venv ]; then
+    say "[3/5] virtual environment: .venv is incomplete or too old; recreating it"
+    rm -rf .venv
   else
-    echo "install.sh: bwrap not found; install bubblewrap for the confined sandbox modes" >&2
+    say "[3/5] virtual environment: creating .venv with $python"
+  fi
+  # Debian and Ubuntu ship venv's pip bootstrap (ensurepip) in a separate package.
+  if ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    if [ "$python" = /usr/bin/python3 ]; then venv_pkg=python3-venv; else venv_pkg=python$pyver-venv; fi
+    if have_apt && is_root; then
+      apt_install "$venv_pkg" || fail "could not install $venv_pkg; install it and rerun"
+    elif have_apt; then
+      fail "$python cannot create virtual environments; run 'sudo apt-get install $venv_pkg' and rerun"
+    else
+      fail "$python cannot create virtual environments (its venv/ensurepip modules are missing); install your distribution's venv package for Python $pyver and rerun"
+    fi
+  fi
+  "$python" -m venv .venv || fail "'$python -m venv .venv' failed (see above)"
+fi
+
+# --- 4. bubblewrap, the sandbox for the confined modes --------------------------------
+bwrap_usable() { bwrap --ro-bind / / --dev /dev --proc /proc true >/dev/null 2>&1; }
+if ! command -v bwrap >/dev/null 2>&1; then
+  if have_apt && is_root; then
+    say "[4/5] sandbox: bubblewrap missing; installing it"
+    apt_install bubblewrap || say "  could not install bubblewrap; confined sandbox modes will refuse to open sessions"
+  else
+    say "[4/5] sandbox: bubblewrap missing; install it (e.g. 'sudo apt-get install bubblewrap') for the confined sandbox modes"
+  fi
+fi
+if command -v bwrap >/dev/null 2>&1; then
+  if bwrap_usable; then
+    say "[4/5] sandbox: bubblewrap $(command -v bwrap) works"
+  else
+    say "[4/5] sandbox: bubblewrap is installed but cannot create namespaces here (unprivileged user namespaces restricted, e.g. kernel.apparmor_restrict_unprivileged_userns=1 or a container without them); confined modes will refuse to open sessions until the operator allows them or chooses danger-full-access"
   fi
 fi
 
-python3 -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-if [ "${1:-}" = "--test" ]; then
-  python3 -m pip install -q -r requirements-dev.txt
+# --- 5. the distributions ----------------------------------------------------------------
+pip_install() {
+  # pip's own lines are the progress; bookkeeping lines (already satisfied, cache paths,
+  # reinstalls) are dropped, errors and warnings always pass.
+  .venv/bin/python -m pip install --progress-bar off "$@" 2>&1 \
+    | sed -u -E -e '/^Requirement already satisfied|: started$/d' \
+      -e '/^ +(Created wheel|Stored in directory|Attempting uninstall|Found existing installation|Uninstalling|Successfully uninstalled)/d'
+}
+if [ "$mode" = test ]; then
+  say "[5/5] installing the distributions and the test tools into .venv (pip, ~1 min on first run)"
+  for tool in gdb gcc; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+      if have_apt && is_root; then apt_install "$tool"; else say "  $tool missing: its tests will be skipped"; fi
+    fi
+  done
+  pip_install -r requirements-dev.txt || fail "pip could not install requirements-dev.txt (see above)"
+  say "done. Run the tests with: .venv/bin/python -m pytest"
 else
-  python3 -m pip install -q -e ./dsh_terminal_core -e ./dsh_terminal_bash -e ./dsh_tool_terminal -e ./dsh_pty_session
+  say "[5/5] installing the four distributions into .venv (pip, ~30 s on first run)"
+  pip_install -e './dsh_terminal_core[mcp]' -e ./dsh_terminal_bash -e ./dsh_tool_terminal \
+    -e ./dsh_pty_session || fail "pip could not install the distributions (see above)"
+  say "done. Run the demo with: .venv/bin/dsh-terminal demo"
 fi
