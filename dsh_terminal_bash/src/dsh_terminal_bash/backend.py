@@ -64,9 +64,10 @@ class BashBackend:
             if self._sandbox is None:
                 raise SandboxUnavailable(
                     f"sandbox mode {str(policy.mode)!r} needs a sandbox provider, and no loaded "
-                    "plugin provides 'sandbox' (install dsh-terminal-core with the sandbox-bwrap "
-                    "plugin and bubblewrap) — or choose sandbox mode 'danger-full-access' "
-                    "explicitly"
+                    "plugin provides 'sandbox'. This is the host's setting, which no tool call "
+                    "can change: the operator must load the sandbox-bwrap plugin (part of "
+                    "dsh-terminal-core) with bubblewrap installed, or choose sandbox mode "
+                    "'danger-full-access' explicitly"
                 )
             argv = self._sandbox.confine(argv, policy)
         return argv, cwd

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import enum
+import importlib.metadata
 import sys
 from collections.abc import Sequence
 
@@ -15,12 +16,18 @@ from .harness import Harness
 
 __all__ = ["main"]
 
+_DISTRIBUTIONS = ("dsh-terminal-core", "dsh-terminal-bash", "dsh-tool-terminal", "dsh-pty-session")
+
 
 async def _plugins_report() -> str:
     async with Harness() as harness:
         by_plugin: dict[str | None, list[str]] = {}
         for name in harness.ctx.tools.names():
             by_plugin.setdefault(harness.ctx.tools.get(name).plugin, []).append(name)
+        by_backend: dict[str | None, list[str]] = {}
+        if harness.ctx.has("terminals"):
+            for kind, origin in harness.ctx.terminals.backend_origins().items():
+                by_backend.setdefault(origin, []).append(kind)
         lines = [f"{len(harness.plugins)} plugins loaded (entry-point group 'dsh.plugins'):", ""]
         for plugin in harness.plugins:
             info = plugin.info
@@ -32,8 +39,14 @@ async def _plugins_report() -> str:
             if info.config is not None:
                 keys = ", ".join(f"{a.name}={_shown(a.default)}" for a in attrs.fields(info.config))
                 lines.append(f"  config:   {keys}")
+            backends = by_backend.get(info.name, [])
+            if backends:
+                lines.append(f"  registers backend: {', '.join(backends)}")
             lines.append(f"  tools:    {', '.join(by_plugin.get(info.name, [])) or '-'}")
             lines.append("")
+        unattributed = by_backend.get(None, [])
+        if unattributed:
+            lines.append(f"backends registered outside a plugin: {', '.join(unattributed)}")
         lines.append("harness built-ins: ctx.tools, ctx.system_prompt")
         return "\n".join(lines)
 
@@ -46,11 +59,27 @@ def _shown(default: object) -> str:
     return repr(default)
 
 
+def _version_report() -> str:
+    """``dsh-terminal <core version>`` and then each installed distribution's version."""
+    lines = []
+    for distribution in _DISTRIBUTIONS:
+        try:
+            version = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            version = "not installed"
+        lines.append(f"  {distribution} {version}")
+    core = lines[0].split()[-1] if "not installed" not in lines[0] else "unknown"
+    return "\n".join([f"dsh-terminal {core}", *lines])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dsh-terminal", description="Persistent PTY terminals for AI agents."
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser.add_argument(
+        "--version", action="store_true", help="show the installed distributions' versions"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser(
         "plugins", help="list discovered plugins, what they provide and their tools"
     )
@@ -73,6 +102,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     mcp.add_argument("--workspace", help="workspace root (env DSH_WORKSPACE_ROOT; default: cwd)")
     args = parser.parse_args(argv)
+    if args.version:
+        print(_version_report())
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return 0
 
     try:
         if args.command == "plugins":

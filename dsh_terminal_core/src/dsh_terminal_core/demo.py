@@ -18,12 +18,43 @@ import psutil
 
 from .agents import Agent
 from .harness import Harness
-from .sandbox.bwrap import BwrapConfig, BwrapSandbox
 from .provider.census import shells_of, still_running
+from .sandbox.bwrap import BwrapConfig, BwrapSandbox
 
 __all__ = ["run_demo"]
 
-REQUIRED_TOOLS = ("terminal_open", "terminal_send", "job_output", "pty_open")
+# What the tour uses, and the distribution that brings each piece.
+REQUIRED_TOOLS = {
+    "terminal_open": "dsh-tool-terminal",
+    "terminal_send": "dsh-tool-terminal",
+    "job_output": "dsh-terminal-core",
+    "pty_open": "dsh-pty-session",
+}
+REQUIRED_BACKENDS = {"shell": "dsh-terminal-bash"}
+
+
+def missing_advice(harness: Harness) -> str | None:
+    """Name exactly what the tour needs and is absent, with the packages that bring it.
+
+    Only what is really missing is named, so the advice never sends anyone to install a
+    package that is already there.
+    """
+    tools = set(harness.ctx.tools.names())
+    backends = set(harness.ctx.terminals.list_backends()) if harness.ctx.has("terminals") else set()
+    missing: dict[str, list[str]] = {}
+    for tool, distribution in REQUIRED_TOOLS.items():
+        if tool not in tools:
+            missing.setdefault(distribution, []).append(f"tool {tool}")
+    for kind, distribution in REQUIRED_BACKENDS.items():
+        if kind not in backends:
+            missing.setdefault(distribution, []).append(f"backend {kind!r}")
+    if not missing:
+        return None
+    parts = [f"{', '.join(what)} (from {dist})" for dist, what in missing.items()]
+    return (
+        f"the tour needs {'; '.join(parts)}, which are not installed; install them with: "
+        f"pip install {' '.join(missing)}"
+    )
 
 
 class DemoFailed(Exception):
@@ -53,8 +84,8 @@ def _choose_mode(requested: str) -> tuple[str, str]:
         )
     return (
         "danger-full-access",
-        f"bubblewrap is not usable ({sandbox.unavailable_reason}); the demo runs unconfined "
-        "and says so — install bubblewrap for the confined modes",
+        f"bubblewrap is not usable: {sandbox.unavailable_reason}; the demo runs unconfined "
+        f"and says so — for the confined modes, {sandbox.remedy}",
     )
 
 
@@ -219,13 +250,9 @@ async def run_demo(sandbox: str = "auto") -> int:
     try:
         async with Harness(config=config) as harness:
             _say(f"plugins: {', '.join(p.name for p in harness.plugins)}")
-            missing = [t for t in REQUIRED_TOOLS if t not in harness.ctx.tools.names()]
-            if missing:
-                print(
-                    f"dsh-terminal demo: tools {missing} are not installed; install "
-                    "dsh-tool-terminal and dsh-pty-session",
-                    file=sys.stderr,
-                )
+            advice = missing_advice(harness)
+            if advice is not None:
+                print(f"dsh-terminal demo: {advice}", file=sys.stderr)
                 return 1
             agent_id = f"demo-agent-{os.getpid()}"
             tour = Tour(harness, harness.create_agent(agent_id))

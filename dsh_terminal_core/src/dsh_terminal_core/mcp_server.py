@@ -73,7 +73,7 @@ AGENT_ID = "mcp-client"
 
 _SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")
 _INSTALL_HINT = (
-    "dsh-terminal mcp needs the MCP SDK, which is an optional extra: "
+    "the MCP SDK (an optional extra) is not installed; install it with: "
     "pip install 'dsh-terminal-core[mcp]'"
 )
 # Bounds on the parts of shutdown that depend on the client or on plugins rather than on
@@ -165,6 +165,7 @@ def sandbox_warning(harness: Harness, agent: Agent) -> str | None:
     if not policy.confined:
         return None
     reason: str | None
+    remedy = "install bubblewrap (e.g. apt-get install bubblewrap)"
     if not ctx.has("sandbox"):
         reason = "no sandbox plugin is loaded"
     else:
@@ -172,11 +173,11 @@ def sandbox_warning(harness: Harness, agent: Agent) -> str | None:
         if not callable(available) or available():
             return None
         reason = getattr(ctx.sandbox, "unavailable_reason", None) or "it is not usable here"
+        remedy = getattr(ctx.sandbox, "remedy", None) or remedy
     return (
         f"sandbox mode '{policy.mode.value}' confines shells with bubblewrap, but {reason}; "
-        "terminal_open will fail until you install bubblewrap (e.g. apt-get install "
-        "bubblewrap) or start the server with --sandbox danger-full-access "
-        f"(or {ENV_SANDBOX_MODE}=danger-full-access)"
+        f"terminal_open will fail until you {remedy}, or start the server with "
+        f"--sandbox danger-full-access (or {ENV_SANDBOX_MODE}=danger-full-access)"
     )
 
 
@@ -193,7 +194,7 @@ def serve(config_path: str | None, sandbox: str | None, workspace: str | None) -
     try:
         import mcp.server.lowlevel  # noqa: F401
     except ImportError:
-        print(f"dsh-terminal: {_INSTALL_HINT}", file=sys.stderr)
+        print(f"dsh-terminal mcp: {_INSTALL_HINT}", file=sys.stderr)
         return 2
     _configure_logging()
     try:

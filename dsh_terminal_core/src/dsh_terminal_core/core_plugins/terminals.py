@@ -30,6 +30,8 @@ def dsh_plugin_info() -> PluginInfo:
 
 @hookimpl
 def dsh_apply(ctx: Context, config: Config) -> None:
+    # Backends are registered by plugins applied later; remember which one registered each.
+    ctx.terminals.stamp_backends_with(lambda: ctx.current_plugin)
     # The sandbox mode fence needs to know whether an owner has sessions or spawns in flight.
     if ctx.has("sandbox_policy"):
         ctx.sandbox_policy.set_activity_probe(ctx.terminals.has_owner_activity)

@@ -100,6 +100,7 @@ class BwrapSandbox:
         self._probed = False
         self._executable: str | None = None
         self._reason: str | None = None
+        self._refused = False  # bwrap ran, and its trial failed: namespaces not allowed
 
     @property
     def executable(self) -> str | None:
@@ -122,6 +123,23 @@ class BwrapSandbox:
         self._probe()
         return self._reason
 
+    @property
+    def remedy(self) -> str:
+        """What the operator can do so confined modes work here (probing first if needed).
+
+        A missing ``bwrap`` is installed; an installed one that cannot create namespaces
+        (unprivileged user namespaces restricted, as on Ubuntu 24.04, or a container
+        without them) needs those allowed — installing it again would change nothing.
+        """
+        self._probe()
+        if self._refused:
+            return (
+                "allow unprivileged user namespaces for bwrap (e.g. on Ubuntu 24.04 "
+                "'sysctl kernel.apparmor_restrict_unprivileged_userns=0' or an AppArmor "
+                "profile for bwrap; in a container, run it with user namespaces allowed)"
+            )
+        return "install bubblewrap (e.g. apt-get install bubblewrap)"
+
     def confine(self, argv: Sequence[str], policy: Policy) -> list[str]:
         """Return the argv that runs ``argv`` under ``policy``.
 
@@ -138,8 +156,9 @@ class BwrapSandbox:
         if not self.available():
             raise SandboxUnavailable(
                 f"bubblewrap (bwrap) is required for sandbox mode '{policy.mode.value}' but "
-                f"{self._reason}; install bubblewrap (e.g. apt-get install bubblewrap) or "
-                "choose sandbox mode 'danger-full-access' explicitly"
+                f"{self._reason}. This is the host's setting, which no tool call can change: "
+                f"the operator must {self.remedy}, or choose sandbox mode "
+                "'danger-full-access' explicitly"
             )
         if not os.path.isdir(policy.workspace_root):
             raise TerminalError(
@@ -179,10 +198,10 @@ class BwrapSandbox:
         except OSError as exc:
             return None, f"{found} could not be started ({exc.strerror or exc})"
         if done.returncode != 0:
+            self._refused = True
             detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
             why = detail[-1] if detail else f"exit status {done.returncode}"
             return None, (
-                f"{found} does not work here ({why}; user namespaces may be disabled "
-                "in this container)"
+                f"{found} is installed but cannot create the namespaces it needs here ({why})"
             )
         return found, None

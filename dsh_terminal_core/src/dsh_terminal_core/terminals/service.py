@@ -107,6 +107,8 @@ class TerminalSessionService:
             raise InvalidArgument("max_sessions_per_owner must be a positive integer")
         self._max_per_owner = max_sessions_per_owner
         self._backends: dict[str, TerminalBackend] = {}
+        self._origins: dict[str, str | None] = {}
+        self._stamp: Callable[[], str | None] | None = None
         self._sessions: dict[str, _Entry] = {}
         self._owners: dict[Agent, _OwnerState] = {}
         self._ids = itertools.count(1)
@@ -140,16 +142,30 @@ class TerminalSessionService:
                 f"a terminal backend of type {kind!r} is already registered", "DUPLICATE_BACKEND"
             )
         self._backends[kind] = backend
+        self._origins[kind] = self._stamp() if self._stamp is not None else None
 
         def unregister() -> None:
             if self._backends.get(kind) is backend:
                 del self._backends[kind]
+                self._origins.pop(kind, None)
 
         return unregister
 
     def list_backends(self) -> builtins.list[str]:
         """Return the registered backend types in registration order."""
         return builtins.list(self._backends)
+
+    def stamp_backends_with(self, stamp: Callable[[], str | None]) -> None:
+        """Record, for each backend registered from now on, the plugin ``stamp()`` names.
+
+        The host passes the name of the plugin being applied, so ``dsh-terminal plugins``
+        can say which plugin registered which backend type.
+        """
+        self._stamp = stamp
+
+    def backend_origins(self) -> dict[str, str | None]:
+        """Return ``{backend type: registering plugin or None}`` in registration order."""
+        return dict(self._origins)
 
     # -- spawn ----------------------------------------------------------------------------
 
@@ -175,11 +191,7 @@ class TerminalSessionService:
             raise _owner_not_live(owner)
         backend = self._backends.get(request.type)
         if backend is None:
-            registered = ", ".join(sorted(self._backends)) or "none"
-            raise TerminalError(
-                f"no terminal backend of type {request.type!r} (registered types: {registered})",
-                "NO_BACKEND",
-            )
+            raise _no_backend(request.type, builtins.list(self._backends))
         state = self._owners.get(owner)
         if state is not None and state.dead:
             raise _owner_not_live(owner)
@@ -542,6 +554,24 @@ def _check_encodable(text: str) -> None:
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Backend types whose distribution is known, so a missing one can be named: the operator
+# who installs packages can act on "install X"; "registered types: none" helps nobody.
+_KNOWN_BACKEND_DISTRIBUTIONS = {"shell": "dsh-terminal-bash"}
+
+
+def _no_backend(kind: str, registered: builtins.list[str]) -> TerminalError:
+    shown = ", ".join(sorted(registered)) or "none"
+    message = f"no terminal backend of type {kind!r} (registered types: {shown})"
+    distribution = _KNOWN_BACKEND_DISTRIBUTIONS.get(kind)
+    if distribution is not None:
+        message += (
+            f"; the {kind!r} backend comes from the {distribution} distribution, which is not "
+            f"installed or not loaded: the operator installs it (pip install {distribution}) "
+            "and restarts the harness"
+        )
+    return TerminalError(message, "NO_BACKEND")
 
 
 def _service_disposing() -> TerminalError:
