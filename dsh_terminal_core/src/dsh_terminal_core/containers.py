@@ -9,9 +9,9 @@ from __future__ import annotations
 from dependency_injector import containers, providers
 
 from .jobs import JobService
+from .provider.terminal import LocalTerminalProvider
 from .sandbox.bwrap import BwrapSandbox
 from .sandbox.policy import SandboxPolicyService
-from .provider.terminal import LocalTerminalProvider
 from .terminals.service import TerminalSessionService
 
 __all__ = [
