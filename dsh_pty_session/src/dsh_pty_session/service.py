@@ -2,8 +2,9 @@
 
 It knows nothing about the programs it drives: line framing, REPL prompts, gdb/MI
 records and ssh banners belong to consumers built on top. Over the session registry it
-adds three things: running a command in a fresh session, an incremental tail cursor per
-session, and closing everything it opened when an owner or the facade goes away.
+adds four things: running a command in a fresh session, an incremental tail cursor per
+session, waiting on that cursor for a line that matches a pattern, and closing everything
+it opened when an owner or the facade goes away.
 
 Authorization is the registry's: every call passes the caller's owner through, so
 another owner's id fails with ``FOREIGN_SESSION`` before the facade touches anything.
@@ -15,6 +16,7 @@ nothing left and returns quietly.
 from __future__ import annotations
 
 import asyncio
+import re
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
@@ -28,7 +30,7 @@ from dsh_terminal_core.terminals import SendRequest, SpawnRequest
 
 from .config import PtySessionConfig
 from .quoting import export_line
-from .types import PtyOpened, PtyRegistry, PtySent, PtyTail
+from .types import LineWaitSession, PtyOpened, PtyRegistry, PtySent, PtyTail, PtyWaited, WaitEnd
 
 __all__ = ["PtySessionService"]
 
@@ -230,11 +232,7 @@ class PtySessionService:
                 f"({type(session).__name__}) does not provide complete_lines_since(cursor)",
                 "UNSUPPORTED",
             )
-        tracked = self._sessions.get(session_id)
-        if tracked is None or tracked.owner is not owner:
-            tracked = _Tracked(owner=owner, opened=False)
-            self._sessions[session_id] = tracked
-            self._hook(owner)
+        tracked = self._tracked(owner, session_id)
         new_lines, next_cursor = reader(tracked.cursor)
         trimmed = next_cursor - tracked.cursor - len(new_lines)
         tracked.cursor = max(tracked.cursor, next_cursor)
@@ -243,6 +241,95 @@ class PtySessionService:
             new_lines = new_lines[-limit:]
         text = "".join(line + "\n" for line in new_lines)
         return PtyTail(text=text, lines=len(new_lines), truncated=truncated)
+
+    def _tracked(self, owner: Agent, session_id: str) -> _Tracked:
+        tracked = self._sessions.get(session_id)
+        if tracked is None or tracked.owner is not owner:
+            tracked = _Tracked(owner=owner, opened=False)
+            self._sessions[session_id] = tracked
+            self._hook(owner)
+        return tracked
+
+    # -- wait -----------------------------------------------------------------------------
+
+    async def wait(
+        self,
+        owner: Agent,
+        session_id: str,
+        pattern: re.Pattern[str] | str,
+        timeout_ms: int,
+        *,
+        lines: int | None = None,
+        partial: bool = False,
+    ) -> PtyWaited:
+        """Wait until a complete line after the tail cursor matches ``pattern``; consume it.
+
+        Returns as soon as a line printed since the previous ``tail`` or ``wait`` matches
+        (``pattern.search``), with every complete line from the cursor through the
+        matching one; later lines stay for the next read. Without a match it returns
+        every complete line when ``timeout_ms`` passes (``reason="timeout"``) or when the
+        session has ended (``"exit"``). With ``partial`` the line still being written is
+        tried too — how a consumer notices a prompt that waits on the same line for an
+        answer (``matched_open``); that line is never consumed. ``lines`` keeps only the
+        newest lines of the result (``truncated`` then, as when the backend trimmed some
+        before they were read); ``None`` keeps them all.
+
+        The wait is driven by the session's output and exit events, never by polling.
+        It shares the cursor with :meth:`tail`, so one reader per session at a time.
+        Raises ``INVALID_ARGUMENT`` for a bad pattern, timeout or limit,
+        ``FOREIGN_SESSION``/``NO_SESSION`` for an id the owner cannot use, and
+        ``UNSUPPORTED`` when the backend cannot say when output arrives.
+        """
+        if isinstance(pattern, str):
+            try:
+                pattern = re.compile(pattern)
+            except re.error as exc:
+                raise InvalidArgument(f"pattern is not a valid regular expression: {exc}") from exc
+        if not isinstance(pattern, re.Pattern) or not isinstance(pattern.pattern, str):
+            raise InvalidArgument("pattern must be a compiled str regular expression")
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 0:
+            raise InvalidArgument("timeout_ms must be a non-negative integer")
+        if lines is not None and (
+            isinstance(lines, bool) or not isinstance(lines, int) or lines < 1
+        ):
+            raise InvalidArgument("lines must be a positive integer or None")
+        session = self._terminals.get_session(owner, session_id)
+        if not isinstance(session, LineWaitSession):
+            raise TerminalError(
+                f"session {session_id} cannot be waited on: its backend session "
+                f"({type(session).__name__}) does not provide watch() and complete lines",
+                "UNSUPPORTED",
+            )
+        tracked = self._tracked(owner, session_id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        news = asyncio.Event()
+        remove = session.watch(news.set)
+        scanned = tracked.cursor
+        try:
+            while True:
+                news.clear()
+                new_lines, next_cursor = session.complete_lines_since(scanned)
+                first = next_cursor - len(new_lines)
+                for index, line in enumerate(new_lines):
+                    if pattern.search(line) is not None:
+                        return _take(tracked, session, first + index + 1, "match", line, lines)
+                scanned = next_cursor
+                if partial:
+                    open_line = session.open_line()
+                    if open_line and pattern.search(open_line) is not None:
+                        return _take(tracked, session, scanned, "match", open_line, lines, True)
+                if session.status.kind == "exited":
+                    return _take(tracked, session, scanned, "exit", None, lines)
+                if loop.time() >= deadline:
+                    return _take(tracked, session, scanned, "timeout", None, lines)
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        await news.wait()
+                except TimeoutError:
+                    pass
+        finally:
+            remove()
 
     # -- close and dispose ----------------------------------------------------------------
 
@@ -317,6 +404,36 @@ class PtySessionService:
             return
         ref = weakref.ref(owner)
         self._owner_hooks[owner] = owner.on_dispose(lambda: self._owner_disposed(ref))
+
+
+def _take(
+    tracked: _Tracked,
+    session: LineWaitSession,
+    end: int,
+    reason: WaitEnd,
+    matched: str | None,
+    limit: int | None,
+    matched_open: bool = False,
+) -> PtyWaited:
+    """Consume the complete lines from the cursor up to line number ``end`` (exclusive)."""
+    available, next_cursor = session.complete_lines_since(tracked.cursor)
+    begin = next_cursor - len(available)
+    taken = available[: max(0, end - begin)]
+    truncated = begin > tracked.cursor
+    tracked.cursor = max(tracked.cursor, begin + len(taken))
+    if limit is not None and len(taken) > limit:
+        taken = taken[-limit:]
+        truncated = True
+    return PtyWaited(
+        text="".join(line + "\n" for line in taken),
+        lines=len(taken),
+        truncated=truncated,
+        reason=reason,
+        matched=matched,
+        matched_open=matched_open,
+        open_line=session.open_line(),
+        status=session.status,
+    )
 
 
 def _facade_disposing() -> TerminalError:

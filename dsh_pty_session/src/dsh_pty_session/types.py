@@ -6,7 +6,8 @@ the tools and the facade cannot drift apart.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
@@ -23,7 +24,16 @@ from dsh_terminal_core.terminals import (
 if TYPE_CHECKING:
     from dsh_terminal_core.agents import Agent
 
-__all__ = ["LineTailSession", "PtyOpened", "PtyRegistry", "PtySent", "PtyTail"]
+__all__ = [
+    "LineTailSession",
+    "LineWaitSession",
+    "PtyOpened",
+    "PtyRegistry",
+    "PtySent",
+    "PtyTail",
+    "PtyWaited",
+    "WaitEnd",
+]
 
 
 class PtyRegistry(Protocol):
@@ -60,6 +70,28 @@ class LineTailSession(Protocol):
 
         Lines already trimmed are skipped; the returned lines are contiguous and end just
         before the next cursor, so ``next - cursor - len(lines)`` lines were lost.
+        """
+        ...
+
+
+@runtime_checkable
+class LineWaitSession(LineTailSession, Protocol):
+    """A line-tail session that also says when it has news, so a reader can wait on it.
+
+    The bash backend's sessions implement it; :meth:`PtySessionService.wait` needs it.
+    """
+
+    @property
+    def status(self) -> SessionStatus: ...
+
+    def open_line(self) -> str:
+        """The line still being written (no newline yet); ``""`` when there is none."""
+        ...
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` after each piece of output and once the session has ended.
+
+        Returns a remover. The callback runs on the event loop and must only wake a waiter.
         """
         ...
 
@@ -103,3 +135,39 @@ class PtyTail:
 
     def to_wire(self) -> dict[str, Any]:
         return {"text": self.text, "lines": self.lines, "truncated": self.truncated}
+
+
+WaitEnd = Literal["match", "timeout", "exit"]
+
+
+@attrs.frozen(kw_only=True)
+class PtyWaited:
+    """What a :meth:`~dsh_pty_session.PtySessionService.wait` consumed, and why it ended.
+
+    ``text`` holds the complete lines taken from the tail cursor, each ending in a
+    newline: through the matching line on ``match``, everything complete on ``timeout``
+    and ``exit``. ``matched`` is the line the pattern matched (``None`` unless
+    ``reason`` is ``match``); ``matched_open`` says it was the line still being written,
+    which is never consumed. ``open_line`` is that unfinished line when the wait ended.
+    """
+
+    text: str
+    lines: int
+    truncated: bool
+    reason: WaitEnd
+    matched: str | None
+    matched_open: bool
+    open_line: str
+    status: SessionStatus
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "lines": self.lines,
+            "truncated": self.truncated,
+            "reason": self.reason,
+            "matched": self.matched,
+            "matchedOpen": self.matched_open,
+            "openLine": self.open_line,
+            "status": self.status.to_wire(),
+        }

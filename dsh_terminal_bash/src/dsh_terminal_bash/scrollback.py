@@ -261,6 +261,11 @@ class Scrollback:
         """Lines retained, the open line included."""
         return self._nlines + (1 if self._open_active else 0)
 
+    @property
+    def open_line(self) -> str:
+        """The line still being written (no newline yet), as retained; ``""`` when none."""
+        return "".join(self._open)
+
     def append(self, text: str) -> None:
         """Add sanitized text; a trailing partial line stays open for later appends."""
         if not text:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+from collections.abc import Callable
 
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import TerminalError
@@ -56,6 +57,7 @@ class BashSession:
         self._motd = ""
         self._startup_text: list[str] = []
         self._exact = bool(getattr(process, "exact_input_probe", False))
+        self._watchers: list[Callable[[], None]] = []
         process.set_output_handler(self._on_output)
         process.done.add_done_callback(self._on_exit)
 
@@ -115,6 +117,30 @@ class BashSession:
 
     # -- output -----------------------------------------------------------------------
 
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` after every piece of output and once the session has ended.
+
+        This is what lets a reader wait for a line without polling. The callback runs
+        synchronously on the event loop, after the text is in the scrollback and after
+        the status says ``exited``; it must not raise and should only wake a waiter.
+        Returns a function that removes the callback (harmless to call twice).
+        """
+        self._watchers.append(callback)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._watchers.remove(callback)
+
+        return remove
+
+    def open_line(self) -> str:
+        """The line still being written, e.g. a password prompt waiting for its answer."""
+        return self._scrollback.open_line
+
+    def _notify(self) -> None:
+        for callback in list(self._watchers):
+            callback()
+
     def _on_output(self, data: bytes) -> None:
         self._consume(self._sanitizer.feed(data))
 
@@ -135,6 +161,8 @@ class BashSession:
                 markers[-1].exit_code if markers else None,
                 self._sanitizer.prompt_tail,
             )
+        if text:
+            self._notify()
 
     def _on_exit(self, done: asyncio.Future[ExitStatus]) -> None:
         self._consume(self._sanitizer.flush())
@@ -147,6 +175,7 @@ class BashSession:
             )
         if self._readiness is not None:
             self._readiness.on_exit()
+        self._notify()
 
     # -- startup ----------------------------------------------------------------------
 
@@ -337,6 +366,7 @@ class BashSession:
         if self._status.kind == "running":
             # The exit callback may not have run yet; the process is gone either way.
             self._status = SessionStatus(kind="exited", exit_code=None, signal="SIGKILL")
+            self._notify()
         op = self._op
         if op is not None and not op.done.done():
             op.settle(
