@@ -71,6 +71,26 @@ async def test_removed_effect_does_not_run_and_late_effects_are_refused() -> Non
         agent.on_dispose(lambda: None)
 
 
+async def test_late_effects_run_after_every_ordinary_effect() -> None:
+    agent = Agent("a")
+    order: list[str] = []
+    agent.on_dispose(lambda: order.append("late-1"), late=True)
+    agent.on_dispose(lambda: order.append("first"))
+    remove = agent.on_dispose(lambda: order.append("removed"), late=True)
+    agent.on_dispose(lambda: order.append("late-2"), late=True)
+
+    async def slow() -> None:
+        await asyncio.sleep(0)
+        order.append("second")
+
+    agent.on_dispose(slow)
+    remove()
+    await agent.dispose()
+    assert order == ["second", "first", "late-2", "late-1"]
+    with pytest.raises(RuntimeError):
+        agent.on_dispose(lambda: None, late=True)
+
+
 def test_notices_queue_and_drain() -> None:
     agent = Agent("a")
     agent.notify(Notice(kind="k", text="one"))

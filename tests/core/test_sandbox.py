@@ -13,13 +13,16 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import psutil
 import pytest
+
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.errors import SandboxUnavailable, TerminalError
 from dsh_terminal_core.sandbox import (
     BwrapConfig,
     BwrapSandbox,
+    NetworkAccess,
     Policy,
     SandboxMode,
     SandboxPolicyConfig,
@@ -126,17 +129,23 @@ def test_read_only_keeps_a_workspace_under_tmp_visible(
 
 
 @pytest.mark.bwrap
-def test_workspace_write_writes_only_workspace_and_tmp(sandbox: BwrapSandbox, area: Path) -> None:
+def test_workspace_write_writes_only_the_workspace_and_its_private_tmp(
+    sandbox: BwrapSandbox, area: Path
+) -> None:
     ws = area / "ws"
-    policy = Policy(SandboxMode.WORKSPACE_WRITE, str(ws))
-    in_tmp = Path("/tmp") / unique("tmp")
+    private = area / "private-tmp"
+    policy = Policy(SandboxMode.WORKSPACE_WRITE, str(ws), tmp_dir=str(private))
+    name = unique("tmp")
     try:
-        done = run_in(sandbox, policy, f"echo inside > {ws}/made.txt && echo t > {in_tmp}")
+        done = run_in(sandbox, policy, f"echo inside > {ws}/made.txt && echo t > /tmp/{name}")
         assert done.returncode == 0, done.stderr
         assert (ws / "made.txt").read_text() == "inside\n"
-        assert in_tmp.read_text() == "t\n"
+        # /tmp inside is the private directory (created 0700 by confine), not the host's.
+        assert (private / name).read_text() == "t\n"
+        assert not (Path("/tmp") / name).exists()
+        assert private.stat().st_mode & 0o777 == 0o700
     finally:
-        in_tmp.unlink(missing_ok=True)
+        (Path("/tmp") / name).unlink(missing_ok=True)
     for target in (area / "sibling" / "f", Path("/usr") / unique("usr"), area / "f"):
         done = run_in(sandbox, policy, f"echo no > {target}")
         assert done.returncode != 0, target
@@ -145,36 +154,109 @@ def test_workspace_write_writes_only_workspace_and_tmp(sandbox: BwrapSandbox, ar
 
 
 @pytest.mark.bwrap
-def test_confined_shell_keeps_cwd_and_host_pids(sandbox: BwrapSandbox, area: Path) -> None:
+def test_private_tmp_that_is_not_ours_is_refused(sandbox: BwrapSandbox, area: Path) -> None:
+    decoy = area / "decoy"
+    decoy.mkdir(mode=0o755)
+    decoy.chmod(0o755)
+    link = area / "link"
+    link.symlink_to(decoy)
+    for bad in (decoy, link):
+        with pytest.raises(SandboxUnavailable, match="refusing to use"):
+            sandbox.confine(
+                ["bash"], Policy(SandboxMode.READ_ONLY, str(area / "ws"), tmp_dir=str(bad))
+            )
+
+
+@pytest.mark.bwrap
+def test_confined_shell_runs_in_its_own_pid_namespace(sandbox: BwrapSandbox, area: Path) -> None:
     ws = area / "ws"
     policy = Policy(SandboxMode.WORKSPACE_WRITE, str(ws))
-    argv = sandbox.confine(["bash", "-c", "pwd; echo $$; read -r _ || true"], policy)
+    script = "pwd; echo $$; ls /proc | grep -c '^[0-9]'; read -r _ || true"
+    argv = sandbox.confine(["bash", "-c", script], policy)
     with subprocess.Popen(
         argv, cwd=ws, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as shell:
         assert shell.stdout is not None and shell.stdin is not None
         try:
             assert shell.stdout.readline() == f"{ws}\n"
-            # The pid the shell reports is the host pid of bwrap's child: no private pid
-            # namespace, so the provider can inspect and signal it from outside.
+            # Inside, the shell has a small pid of its own namespace and sees only that
+            # namespace; from the host it is a descendant of bwrap with a host pid, and
+            # /proc/<host pid>/status maps one to the other.
             inner_pid = int(shell.stdout.readline())
-            assert inner_pid in {p.pid for p in psutil.Process(shell.pid).children()}
-            assert psutil.Process(inner_pid).name() == "bash"
+            assert inner_pid < 10
+            assert int(shell.stdout.readline()) < 10
+            [host_bash] = [
+                p for p in psutil.Process(shell.pid).children(recursive=True) if p.name() == "bash"
+            ]
+            with open(f"/proc/{host_bash.pid}/status") as status:
+                nspid = next(line for line in status if line.startswith("NSpid:")).split()[1:]
+            assert nspid == [str(host_bash.pid), str(inner_pid)]
         finally:
             shell.stdin.close()
             assert shell.wait(timeout=10) == 0
 
 
 @pytest.mark.bwrap
-def test_confine_argv_shape(sandbox: BwrapSandbox, area: Path) -> None:
+@pytest.mark.parametrize("network", ["none", "host"])
+def test_confine_argv_shape(sandbox: BwrapSandbox, area: Path, network: str) -> None:
     argv = ["/bin/bash", "--noprofile", "--norc", "-i"]
-    confined = sandbox.confine(argv, Policy(SandboxMode.WORKSPACE_WRITE, str(area / "ws")))
+    policy = Policy(SandboxMode.WORKSPACE_WRITE, str(area / "ws"), network=network)
+    confined = sandbox.confine(argv, policy)
     assert confined[0] == sandbox.executable
     assert os.path.isabs(confined[0])
     assert confined[-5:] == ["--", *argv]
-    assert "--die-with-parent" in confined
-    for forbidden in ("--new-session", "--unshare-pid", "--unshare-all", "--unshare-net"):
+    for required in (
+        "--die-with-parent",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-cgroup",
+    ):
+        assert required in confined
+    assert confined[confined.index("--cap-drop") + 1] == "ALL"
+    assert ("--unshare-net" in confined) is (network == "none")
+    unset = {confined[i + 1] for i, arg in enumerate(confined) if arg == "--unsetenv"}
+    assert unset >= {"SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "TMUX", "XDG_RUNTIME_DIR"}
+    assert confined[confined.index("/run") - 1] == "--tmpfs"
+    for forbidden in ("--new-session", "--unshare-all", "--unshare-user", "--share-net"):
         assert forbidden not in confined
+
+
+@pytest.mark.bwrap
+def test_runtime_dir_outside_run_is_hidden_too(
+    sandbox: BwrapSandbox, area: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = area / "runtime"
+    runtime.mkdir()
+    (runtime / "bus").write_text("a socket would live here")
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    policy = Policy(SandboxMode.READ_ONLY, str(area / "ws"))
+    done = run_in(sandbox, policy, f"ls -A {runtime}; echo ${{XDG_RUNTIME_DIR:-unset}}")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "unset\n"
+
+
+@pytest.mark.bwrap
+@pytest.mark.parametrize("network", ["none", "host"])
+def test_dns_under_run_stays_readable_with_the_host_network(
+    sandbox: BwrapSandbox, area: Path, monkeypatch: pytest.MonkeyPatch, network: str
+) -> None:
+    from dsh_terminal_core.sandbox import bwrap
+
+    run_dir = Path(tempfile.mkdtemp(prefix="dsh-dns-", dir="/run"))
+    try:
+        (run_dir / "resolv.conf").write_text("nameserver 127.0.0.53\n")
+        (area / "resolv.conf").symlink_to(run_dir / "resolv.conf")
+        monkeypatch.setattr(bwrap, "_DNS_FILES", (str(area / "resolv.conf"),))
+        policy = Policy(SandboxMode.READ_ONLY, str(area / "ws"), network=network)
+        done = run_in(sandbox, policy, f"cat {area}/resolv.conf; ls -A /run")
+        if network == "host":
+            assert done.stdout.startswith("nameserver 127.0.0.53\n"), done.stderr
+            assert done.stdout.splitlines()[1:] == [run_dir.name]  # nothing else of /run
+        else:
+            assert done.stdout == "" and "No such file" in done.stderr
+    finally:
+        shutil.rmtree(run_dir)
 
 
 @pytest.mark.bwrap
@@ -298,9 +380,9 @@ def test_default_is_workspace_write_over_cwd(
     monkeypatch.chdir(tmp_path)
     service = SandboxPolicyService(SandboxPolicyConfig())
     policy = service.resolve(Agent("a"))
-    assert policy == Policy(SandboxMode.WORKSPACE_WRITE, os.path.realpath(tmp_path))
-    assert policy.confined
-    assert service.default == policy
+    expected = Policy(SandboxMode.WORKSPACE_WRITE, os.path.realpath(tmp_path))
+    assert attrs.evolve(policy, tmp_dir=None) == expected == service.default
+    assert policy.confined and policy.network is NetworkAccess.NONE
 
 
 def test_configured_mode_and_root(tmp_path: Path) -> None:
@@ -319,7 +401,8 @@ def test_override_is_per_owner_object(tmp_path: Path) -> None:
     service = SandboxPolicyService(SandboxPolicyConfig(workspace_root=str(tmp_path)))
     first, namesake = Agent("same"), Agent("same")
     assert service.set_mode(first, "read-only").mode is SandboxMode.READ_ONLY
-    assert service.resolve(first) == Policy(SandboxMode.READ_ONLY, str(tmp_path))
+    resolved = service.resolve(first)
+    assert (resolved.mode, resolved.workspace_root) == (SandboxMode.READ_ONLY, str(tmp_path))
     assert service.resolve(namesake).mode is SandboxMode.WORKSPACE_WRITE
     service.forget(first)
     assert service.resolve(first).mode is SandboxMode.WORKSPACE_WRITE
@@ -381,6 +464,8 @@ def test_set_mode_rejects_unknown_mode(tmp_path: Path) -> None:
         ({"workspace_root": "relative/dir"}, "absolute path"),
         ({"workspace_root": "/nonexistent/dsh-workspace"}, "does not exist"),
         ({"workspace_root": ""}, "non-empty"),
+        ({"network": "bridge"}, "network must be one of 'none', 'host'"),
+        ({"network": None}, "network must be one of"),
     ],
 )
 def test_config_validation(kwargs: dict[str, object], match: str) -> None:
@@ -396,3 +481,41 @@ def test_policy_requires_absolute_root() -> None:
 def test_bwrap_config_validation() -> None:
     with pytest.raises(ValueError, match="bwrap_path"):
         BwrapConfig(bwrap_path="")
+
+
+# --- the owner's private /tmp and the network setting ------------------------------------
+
+
+def test_network_is_none_unless_the_operator_opts_in(tmp_path: Path) -> None:
+    default = SandboxPolicyService(SandboxPolicyConfig(workspace_root=str(tmp_path)))
+    assert default.resolve(Agent("a")).network is NetworkAccess.NONE
+    opted = SandboxPolicyService(SandboxPolicyConfig(workspace_root=str(tmp_path), network="host"))
+    assert opted.resolve(Agent("a")).network == "host"
+    assert opted.set_mode(Agent("b"), "read-only").network is NetworkAccess.HOST
+
+
+async def test_private_tmp_is_per_owner_stable_and_removed_at_disposal(tmp_path: Path) -> None:
+    service = SandboxPolicyService(SandboxPolicyConfig(workspace_root=str(tmp_path)))
+    first, second, free = Agent("a"), Agent("a"), Agent("c")
+    path = service.resolve(first).tmp_dir
+    assert path is not None and os.path.dirname(path) == tempfile.gettempdir()
+    assert service.resolve(first).tmp_dir == path  # shared by all of first's sessions
+    assert service.resolve(second).tmp_dir not in (None, path)
+    service.set_mode(free, "danger-full-access")
+    assert service.resolve(free).tmp_dir is None
+    # Named, not created: the sandbox makes it when the first confined shell starts.
+    assert not os.path.exists(path)
+    os.mkdir(path, 0o700)
+    os.makedirs(os.path.join(path, "deep", "locked"))
+    os.chmod(os.path.join(path, "deep"), 0o500)
+    seen_during_other_effects: list[bool] = []
+    # An effect registered later (a session close) still runs before the removal.
+    first.on_dispose(lambda: seen_during_other_effects.append(os.path.isdir(path)))
+    await first.dispose()
+    assert seen_during_other_effects == [True]
+    assert not os.path.exists(path)
+    assert service.resolve(first).tmp_dir == path  # a disposed owner gets no new one
+    late = Agent("late")
+    await late.dispose()
+    assert service.resolve(late).tmp_dir is None  # would never be removed: not named
+    await second.dispose()  # never created: nothing to remove, no error

@@ -248,8 +248,8 @@ async def test_bwrap_confinement_holds_from_inside_a_live_shell(tmp_path: Path, 
         for path in denied_paths:
             assert not path.exists(), path
         assert not (outside / "through-link.txt").exists()
-        # read-only: a private /tmp that never reaches the host; workspace-write: the real /tmp.
-        assert Path(f"/tmp/dsh-probe-{nonce}").exists() is (mode == "workspace-write")
+        # Both modes: the owner's private /tmp, never the host's.
+        assert not Path(f"/tmp/dsh-probe-{nonce}").exists()
         assert (workspace / "inside.txt").exists() is (mode == "workspace-write")
     finally:
         for path in host_paths:

@@ -22,11 +22,17 @@ DisposeEffect = Callable[[], Awaitable[None] | None]
 
 
 class EffectScope:
-    """Dispose effects run once, newest first, awaited, with failures aggregated."""
+    """Dispose effects run once, newest first, awaited, with failures aggregated.
+
+    A *late* effect runs after every ordinary one, whenever it was added: it releases
+    something the ordinary effects still use while they run (a directory the owner's
+    sessions write until they are closed).
+    """
 
     def __init__(self, label: str) -> None:
         self._label = label
         self._effects: list[DisposeEffect] = []
+        self._late_effects: list[DisposeEffect] = []
         self._disposed = False
         self._disposing: asyncio.Future[None] | None = None
 
@@ -38,19 +44,21 @@ class EffectScope:
     def disposing(self) -> bool:
         return self._disposing is not None
 
-    def add(self, effect: DisposeEffect) -> Callable[[], None]:
+    def add(self, effect: DisposeEffect, *, late: bool = False) -> Callable[[], None]:
         """Register ``effect``; returns a function that removes it unrun.
 
-        Adding to a scope that is disposing or disposed raises, because the effect would
-        never run and whatever it guards would leak.
+        ``late=True`` runs it after every ordinary effect. Adding to a scope that is
+        disposing or disposed raises, because the effect would never run and whatever it
+        guards would leak.
         """
         if self._disposing is not None:
             raise RuntimeError(f"{self._label} is disposed; cannot add a dispose effect")
-        self._effects.append(effect)
+        effects = self._late_effects if late else self._effects
+        effects.append(effect)
 
         def remove() -> None:
             with contextlib.suppress(ValueError):
-                self._effects.remove(effect)
+                effects.remove(effect)
 
         return remove
 
@@ -65,14 +73,15 @@ class EffectScope:
         self._disposing = asyncio.get_running_loop().create_future()
         errors: list[BaseException] = []
         try:
-            while self._effects:
-                effect = self._effects.pop()
-                try:
-                    outcome = effect()
-                    if inspect.isawaitable(outcome):
-                        await outcome
-                except Exception as exc:
-                    errors.append(exc)
+            for effects in (self._effects, self._late_effects):
+                while effects:
+                    effect = effects.pop()
+                    try:
+                        outcome = effect()
+                        if inspect.isawaitable(outcome):
+                            await outcome
+                    except Exception as exc:
+                        errors.append(exc)
         finally:
             self._disposed = True
             self._disposing.set_result(None)
@@ -114,9 +123,12 @@ class Agent:
     def disposed(self) -> bool:
         return self._scope.disposed
 
-    def on_dispose(self, effect: DisposeEffect) -> Callable[[], None]:
-        """Run ``effect`` when this agent is disposed; returns a remover."""
-        return self._scope.add(effect)
+    def on_dispose(self, effect: DisposeEffect, *, late: bool = False) -> Callable[[], None]:
+        """Run ``effect`` when this agent is disposed; returns a remover.
+
+        ``late=True`` runs it after every ordinary effect (see :class:`EffectScope`).
+        """
+        return self._scope.add(effect, late=late)
 
     async def dispose(self) -> None:
         """Run every dispose effect (newest first); harmless to call twice."""

@@ -4,6 +4,13 @@ A model drives the terminal and can print anything it finds there, so the host's
 credentials must not leak into it: every name that looks like a credential is dropped,
 and so is every ``DSH_*`` name, because those carry the host's own session markers and a
 nested session must get fresh ones from its backend, never inherit a parent's.
+
+:data:`SOCKET_VARIABLES` names the variables that point a program at a host IPC endpoint
+(an ssh or gpg agent, the session bus, a display, tmux, docker). An unconfined shell
+keeps them — it can reach those endpoints anyway, and ``ssh`` through an agent is often
+the point. A confined shell must not: the sandbox removes them (see
+:mod:`dsh_terminal_core.sandbox.bwrap`), since the endpoints they name are hidden there
+and a leaked path is a map to what the sandbox hides.
 """
 
 from __future__ import annotations
@@ -12,10 +19,24 @@ import os
 import re
 from collections.abc import Mapping
 
-__all__ = ["child_environment", "is_scrubbed_name"]
+__all__ = ["SOCKET_VARIABLES", "child_environment", "is_scrubbed_name"]
 
 _CREDENTIAL_SHAPED = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
 _HOST_PREFIX = "DSH_"
+
+SOCKET_VARIABLES: tuple[str, ...] = (
+    "SSH_AUTH_SOCK",
+    "GPG_AGENT_INFO",
+    "DBUS_SESSION_BUS_ADDRESS",
+    "DBUS_SYSTEM_BUS_ADDRESS",
+    "XDG_RUNTIME_DIR",
+    "DOCKER_HOST",
+    "DISPLAY",
+    "WAYLAND_DISPLAY",
+    "PULSE_SERVER",
+    "TMUX",
+    "TMUX_PANE",
+)
 
 
 def is_scrubbed_name(name: str) -> bool:

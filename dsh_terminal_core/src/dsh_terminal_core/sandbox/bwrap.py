@@ -1,23 +1,37 @@
-"""Filesystem confinement for terminal shells with bubblewrap (``bwrap``).
+"""Confinement for terminal shells with bubblewrap (``bwrap``).
 
 :meth:`BwrapSandbox.confine` turns a shell's argv into a ``bwrap`` argv that enforces a
-:class:`~.policy.Policy`. What is confined, and what is deliberately not:
+confined :class:`~.policy.Policy` (``read-only`` or ``workspace-write``). What holds:
 
-* **Filesystem** — the whole tree is bound read-only; ``workspace-write`` adds writable
-  binds of the workspace root and ``/tmp``. ``/dev`` is bwrap's minimal device tree
-  (null, zero, random, tty, ...; no disks) and ``/proc`` a fresh procfs. The shell keeps
-  its PTY fds from the host, ``/dev/tty`` still opens the controlling terminal, and bwrap
-  binds that terminal at ``/dev/console``, so ``tty`` inside reports ``/dev/console``.
-* **Processes** — the pid namespace is *shared* (no ``--unshare-pid``). The provider
-  inspects and signals the shell's foreground process group by host pid and reads
-  ``/proc/<pid>/...`` of its members to tell whether a program waits for input; a private
-  pid namespace would hide exactly those processes. Full-tree teardown also relies on
-  seeing the shell's descendants.
-* **Network** — shared. The modes describe what may be *written*; fetching packages or
-  cloning repositories into the workspace is ordinary agent work, and cutting the
-  network would be a separate policy rather than a side effect of a filesystem mode.
-* **Users** — no ``--unshare-user``: as root ``bwrap`` creates its mount namespace
-  directly, and as an unprivileged user it sets up the user namespace it needs by itself.
+* **Filesystem** — the whole tree is bound read-only; ``workspace-write`` adds a writable
+  bind of the workspace root. ``/tmp`` is the owner's private directory (shared by that
+  owner's shells, never the host's ``/tmp``). ``/dev`` is bwrap's minimal device tree
+  (null, zero, random, tty, a private ``/dev/shm`` and ``/dev/pts``; no disks) and
+  ``/proc`` a fresh procfs of the sandbox's own pid namespace. The shell keeps its PTY
+  fds from the host, ``/dev/tty`` still opens the controlling terminal, and bwrap binds
+  that terminal at ``/dev/console``, so ``tty`` inside reports ``/dev/console``.
+* **Host IPC endpoints** — a fresh, empty tmpfs over ``/run`` (so ``/var/run`` too,
+  where docker's, dbus's and the runtime directory's sockets live) and over the runtime
+  directory wherever ``XDG_RUNTIME_DIR`` puts it; the variables that name such
+  endpoints (:data:`~dsh_terminal_core.provider.env.SOCKET_VARIABLES`) are removed from
+  the shell's environment. Sockets elsewhere on the read-only tree stay connectable (a
+  read-only mount does not stop ``connect``): keep agent sockets under ``/run`` or
+  ``/tmp``.
+* **Processes** — new pid, ipc, uts and cgroup namespaces: the shell sees only its own
+  processes and can neither signal nor trace nor open ``/proc/<pid>/root`` of a host
+  process. The harness still inspects and signals the shell's foreground group by host
+  pid and reads its ``/proc/<pid>/...`` from the host's procfs, which sees into the
+  child namespace; ``tcgetpgrp`` on the master reports host pids. bwrap's pid 1 reaps
+  orphans inside, and when it dies the kernel kills every process of the namespace.
+* **Capabilities** — every one dropped (``--cap-drop ALL``): a root shell cannot
+  remount, load modules, reconfigure interfaces or bypass file permissions.
+* **Network** — ``network = "none"`` (the default): a new network namespace with only
+  its own loopback, so no host service, not even one on 127.0.0.1 or behind an abstract
+  unix socket, is reachable. ``"host"`` shares the host's network (the operator's
+  opt-in, for package installs and ssh); DNS configuration is kept readable then even
+  when it lives under ``/run``.
+* **Users** — no ``--unshare-user``: as root ``bwrap`` creates its namespaces directly,
+  and as an unprivileged user it sets up the user namespace it needs by itself.
 * **Terminal** — no ``--new-session``. ``setsid`` inside the sandbox would detach the
   shell from its controlling terminal: no job control, no foreground group to read or
   signal, no SIGINT from the terminal. The usual reason for ``--new-session`` is that
@@ -30,14 +44,16 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
 from ..errors import SandboxUnavailable, TerminalError
-from .policy import Policy, SandboxMode
+from ..provider.env import SOCKET_VARIABLES
+from .policy import NetworkAccess, Policy, SandboxMode
 
 __all__ = ["BwrapConfig", "BwrapSandbox"]
 
@@ -57,34 +73,97 @@ class BwrapConfig:
 
 
 def _within(path: str, parent: str) -> bool:
-    return os.path.commonpath([path, parent]) == parent and path != parent
+    """True if ``path`` is ``parent`` or lies below it."""
+    return os.path.commonpath([path, parent]) == parent
 
 
-def _mount_arguments(policy: Policy) -> list[str]:
+def _depth(path: str) -> int:
+    return len([part for part in path.split("/") if part])
+
+
+# Read at each spawn: the name-service files a resolver needs with the host's network.
+_DNS_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf")
+
+
+def _hidden_ipc_dirs(environ: Mapping[str, str]) -> list[str]:
+    """Directories that hold host IPC endpoints and get an empty tmpfs inside."""
+    hidden = [
+        path for path in ("/run", "/var/run") if os.path.isdir(path) and not os.path.islink(path)
+    ]
+    runtime = environ.get("XDG_RUNTIME_DIR", "")
+    if os.path.isabs(runtime) and os.path.isdir(runtime):
+        runtime = os.path.realpath(runtime)
+        if not any(_within(runtime, parent) for parent in (*hidden, "/tmp")):
+            hidden.append(runtime)
+    return hidden
+
+
+def _namespace_arguments(network: NetworkAccess) -> list[str]:
+    args = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup"]
+    if network is NetworkAccess.NONE:
+        args.append("--unshare-net")
+    return [*args, "--cap-drop", "ALL"]
+
+
+def _confinement_arguments(policy: Policy, environ: Mapping[str, str]) -> list[str]:
     """Return the ``bwrap`` options that enforce ``policy`` (a confined one).
 
-    Later mounts shadow earlier ones, so the order matters: the read-only root first,
-    then the writable (or private) pieces, and ``/dev`` and ``/proc`` last so a
-    workspace of ``/`` cannot hide them.
+    Later mounts shadow earlier ones, so every mount is placed after the mounts of its
+    ancestors (sorted by depth; at equal depth the workspace comes last, so a workspace
+    the operator put at ``/tmp`` or under ``/run`` stays what it was configured to be),
+    and ``/dev`` and ``/proc`` come last so no workspace can hide them.
     """
     root = policy.workspace_root
-    args = ["--ro-bind", "/", "/"]
-    if policy.mode is SandboxMode.WORKSPACE_WRITE:
-        # The real /tmp, writable: tools hand files to each other through it (editors,
-        # compilers, heredocs, test runners), and what the shell leaves there must stay
-        # visible to the host and to the agent's later sessions.
-        args += ["--bind", "/tmp", "/tmp", "--bind", root, root]
+    hidden = _hidden_ipc_dirs(environ)
+    mounts: list[tuple[str, list[str]]] = [(path, ["--tmpfs", path]) for path in hidden]
+    if policy.tmp_dir is not None:
+        mounts.append(("/tmp", ["--bind", policy.tmp_dir, "/tmp"]))
     else:
-        # A private, empty, writable /tmp: programs that need scratch space still run,
-        # and nothing they write there reaches the host or outlives the sandbox.
-        args += ["--tmpfs", "/tmp"]
-        if _within(root, "/tmp"):
-            # The tmpfs would hide a workspace under /tmp; keep it visible, read-only.
-            args += ["--ro-bind", root, root]
+        mounts.append(("/tmp", ["--tmpfs", "/tmp"]))
+    if policy.network is NetworkAccess.HOST:
+        for name in _DNS_FILES:
+            real = os.path.realpath(name)
+            if os.path.isfile(real) and any(_within(real, p) for p in (*hidden, "/tmp")):
+                mounts.append((real, ["--ro-bind", real, real]))
+    if policy.mode is SandboxMode.WORKSPACE_WRITE:
+        mounts.append((root, ["--bind", root, root]))
+    elif any(_within(root, p) for p in (*hidden, "/tmp")):
+        # The tmpfs would hide a workspace there; keep it visible, read-only.
+        mounts.append((root, ["--ro-bind", root, root]))
+    mounts.sort(key=lambda mount: _depth(mount[0]))
+    args = ["--ro-bind", "/", "/"]
+    for _, mount in mounts:
+        args += mount
     args += ["--dev", "/dev", "--proc", "/proc"]
+    args += _namespace_arguments(policy.network)
+    for name in SOCKET_VARIABLES:
+        args += ["--unsetenv", name]
     # A dead harness takes its sandboxed shells with it instead of orphaning them.
     args.append("--die-with-parent")
     return args
+
+
+def _ensure_private_tmp(path: str) -> None:
+    """Create the owner's private ``/tmp`` (0700), or check the one already made.
+
+    The name is unguessable, but it lives in a world-writable directory: anything found
+    there that is not a directory of ours, closed to others, is refused rather than used.
+    """
+    try:
+        os.mkdir(path, 0o700)
+        return
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise SandboxUnavailable(
+            f"cannot create the private /tmp {path!r} for the sandbox ({exc.strerror or exc})"
+        ) from exc
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
+        raise SandboxUnavailable(
+            f"refusing to use {path!r} as a private /tmp: it is not a directory owned by "
+            "this user and closed to others"
+        )
 
 
 class BwrapSandbox:
@@ -111,8 +190,9 @@ class BwrapSandbox:
     def available(self) -> bool:
         """Return whether confined modes can be enforced here.
 
-        The first call runs ``bwrap --ro-bind / / --dev /dev --proc /proc true`` (a few
-        milliseconds; bounded by a short timeout); later calls return the cached answer.
+        The first call runs ``bwrap`` once with every namespace and the capability drop a
+        confined shell gets (a few milliseconds; bounded by a short timeout); later calls
+        return the cached answer.
         """
         self._probe()
         return self._executable is not None
@@ -143,11 +223,14 @@ class BwrapSandbox:
     def confine(self, argv: Sequence[str], policy: Policy) -> list[str]:
         """Return the argv that runs ``argv`` under ``policy``.
 
-        ``danger-full-access`` returns ``argv`` unchanged. A confined mode raises
-        :class:`SandboxUnavailable` when ``bwrap`` cannot run here (nothing silently runs
-        unconfined), and :class:`TerminalError` ``INVALID_ARGUMENT`` for an empty argv or
-        a workspace root that no longer exists. The working directory is left to the
-        spawner: the whole tree is visible inside, so any host cwd exists there too.
+        ``danger-full-access`` returns ``argv`` unchanged. For a confined mode this
+        creates the policy's private ``/tmp`` directory if it does not exist yet. It
+        raises :class:`SandboxUnavailable` when ``bwrap`` cannot run here (nothing
+        silently runs unconfined) or the private ``/tmp`` cannot be made, and
+        :class:`TerminalError` ``INVALID_ARGUMENT`` for an empty argv or a workspace root
+        that no longer exists. The working directory is left to the spawner: the whole
+        tree is visible inside, so any host cwd exists there too (a cwd under ``/tmp`` or
+        ``/run`` outside the workspace is hidden, and the shell starts in ``/``).
         """
         if not argv:
             raise TerminalError("cannot confine an empty argv", "INVALID_ARGUMENT")
@@ -167,7 +250,9 @@ class BwrapSandbox:
                 "INVALID_ARGUMENT",
             )
         assert self._executable is not None
-        return [self._executable, *_mount_arguments(policy), "--", *argv]
+        if policy.tmp_dir is not None:
+            _ensure_private_tmp(policy.tmp_dir)
+        return [self._executable, *_confinement_arguments(policy, os.environ), "--", *argv]
 
     def _probe(self) -> None:
         with self._lock:
@@ -186,7 +271,12 @@ class BwrapSandbox:
         found = os.path.abspath(found)
         try:
             done = subprocess.run(
-                [found, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"],
+                [
+                    found,
+                    *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
+                    *_namespace_arguments(NetworkAccess.NONE),
+                    "true",
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,

@@ -9,12 +9,21 @@ The mode fence lives here because only the policy knows an owner's effective mod
 persistent shell started under one mode keeps that confinement for its whole life, so
 letting the mode change underneath it would make the reported policy a lie; the change
 is refused until the owner's sessions are closed.
+
+The policy also names each owner's private ``/tmp``: a directory on the host, created by
+the sandbox when the owner's first confined shell starts, shared by all of that owner's
+shells (so files handed between them through ``/tmp`` still arrive) and removed when the
+owner is disposed, after its sessions are closed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
+import secrets
+import shutil
+import tempfile
 import weakref
 from collections.abc import Callable
 
@@ -23,7 +32,13 @@ import attrs
 from ..agents import Agent
 from ..errors import TerminalError
 
-__all__ = ["Policy", "SandboxMode", "SandboxPolicyConfig", "SandboxPolicyService"]
+__all__ = [
+    "NetworkAccess",
+    "Policy",
+    "SandboxMode",
+    "SandboxPolicyConfig",
+    "SandboxPolicyService",
+]
 
 ActivityProbe = Callable[[Agent], bool]
 
@@ -36,7 +51,16 @@ class SandboxMode(enum.StrEnum):
     DANGER_FULL_ACCESS = "danger-full-access"
 
 
+class NetworkAccess(enum.StrEnum):
+    """Whether a confined shell has a network: none at all, or the host's."""
+
+    NONE = "none"
+    HOST = "host"
+
+
 _ALLOWED = ", ".join(repr(m.value) for m in SandboxMode)
+_ALLOWED_NETWORK = ", ".join(repr(n.value) for n in NetworkAccess)
+_TMP_PREFIX = "dsh-tmp-"
 
 
 def _to_mode(value: SandboxMode | str) -> SandboxMode:
@@ -51,9 +75,28 @@ def _to_mode(value: SandboxMode | str) -> SandboxMode:
     raise ValueError(f"sandbox mode must be one of {_ALLOWED}; got {value!r}")
 
 
+def _to_network(value: NetworkAccess | str) -> NetworkAccess:
+    """Convert a config string to a network setting; ``ValueError`` names the allowed values."""
+    if isinstance(value, NetworkAccess):
+        return value
+    if isinstance(value, str):
+        try:
+            return NetworkAccess(value)
+        except ValueError:
+            pass
+    raise ValueError(f"network must be one of {_ALLOWED_NETWORK}; got {value!r}")
+
+
 def _check_absolute(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
     if not os.path.isabs(value):
         raise ValueError(f"{attribute.name} must be an absolute path; got {value!r}")
+
+
+def _check_optional_absolute(
+    _inst: object, attribute: attrs.Attribute[str | None], value: str | None
+) -> None:
+    if value is not None and not os.path.isabs(value):
+        raise ValueError(f"{attribute.name} must be an absolute path or None; got {value!r}")
 
 
 def _to_workspace_root(value: str | None) -> str | None:
@@ -75,10 +118,23 @@ def _to_workspace_root(value: str | None) -> str | None:
 
 @attrs.frozen
 class Policy:
-    """The confinement one owner's terminals get: a mode and the writable workspace."""
+    """The confinement one owner's terminals get.
+
+    ``mode`` and ``workspace_root`` say what may be written; ``network`` whether a
+    confined shell reaches any network (``none``: only its own loopback; ``host``: the
+    host's, loopback services included) — a consumer that needs the network (ssh) reads
+    it to refuse early and clearly. ``tmp_dir`` is the host directory bound at ``/tmp``
+    inside the sandbox; ``None`` gives each shell a fresh, empty ``/tmp`` of its own.
+    """
 
     mode: SandboxMode = attrs.field(converter=_to_mode)
     workspace_root: str = attrs.field(validator=_check_absolute)
+    network: NetworkAccess = attrs.field(
+        default=NetworkAccess.NONE, converter=_to_network, kw_only=True
+    )
+    tmp_dir: str | None = attrs.field(
+        default=None, validator=_check_optional_absolute, kw_only=True
+    )
 
     @property
     def confined(self) -> bool:
@@ -93,10 +149,13 @@ class SandboxPolicyConfig:
     ``mode`` is the deployment default for every owner without an override.
     ``workspace_root`` is the directory ``workspace-write`` may modify and where shells
     start; ``None`` means the current directory when the service is created.
+    ``network`` is ``"none"`` (confined shells have no network) unless the operator opts
+    in to the host's network with ``"host"``; it does not apply to danger-full-access.
     """
 
     mode: SandboxMode = attrs.field(default=SandboxMode.WORKSPACE_WRITE, converter=_to_mode)
     workspace_root: str | None = attrs.field(default=None, converter=_to_workspace_root)
+    network: NetworkAccess = attrs.field(default=NetworkAccess.NONE, converter=_to_network)
 
 
 class SandboxPolicyService:
@@ -105,6 +164,11 @@ class SandboxPolicyService:
     Overrides are keyed by the :class:`Agent` object itself (identity, weakly held), so a
     second agent with the same id never inherits another's mode and a dropped agent
     leaves nothing behind. ``forget`` removes an override explicitly at owner disposal.
+
+    Resolving a confined policy for a live owner names its private ``/tmp`` (a fresh,
+    unguessable path under the host's temporary directory; the sandbox creates it) and
+    arranges, once per owner, for that directory to be removed when the owner is
+    disposed — as a late effect, after the owner's sessions are closed.
     """
 
     def __init__(
@@ -114,8 +178,9 @@ class SandboxPolicyService:
         root = config.workspace_root
         if root is None:
             root = os.path.realpath(os.getcwd())
-        self._default = Policy(config.mode, root)
+        self._default = Policy(config.mode, root, network=config.network)
         self._overrides: weakref.WeakKeyDictionary[Agent, SandboxMode] = weakref.WeakKeyDictionary()
+        self._tmp_dirs: weakref.WeakKeyDictionary[Agent, str] = weakref.WeakKeyDictionary()
         self._activity = activity
 
     @property
@@ -133,11 +198,26 @@ class SandboxPolicyService:
         self._activity = probe
 
     def resolve(self, owner: Agent) -> Policy:
-        """Return ``owner``'s effective policy: its override, else the deployment default."""
-        mode = self._overrides.get(owner)
-        if mode is None or mode is self._default.mode:
-            return self._default
-        return Policy(mode, self._default.workspace_root)
+        """Return ``owner``'s effective policy: its override, else the deployment default.
+
+        A confined policy carries the owner's private ``/tmp`` path while the owner is
+        live; an owner already being disposed gets none (its shells, if any were still
+        started, would get a throwaway ``/tmp`` each).
+        """
+        mode = self._overrides.get(owner, self._default.mode)
+        policy = attrs.evolve(self._default, mode=mode)
+        if not policy.confined:
+            return policy
+        return attrs.evolve(policy, tmp_dir=self._tmp_dir(owner))
+
+    def _tmp_dir(self, owner: Agent) -> str | None:
+        path = self._tmp_dirs.get(owner)
+        if path is not None or not owner.live:
+            return path
+        path = os.path.join(tempfile.gettempdir(), f"{_TMP_PREFIX}{secrets.token_hex(12)}")
+        owner.on_dispose(lambda: _remove_tmp_dir(path), late=True)
+        self._tmp_dirs[owner] = path
+        return path
 
     def set_mode(self, owner: Agent, mode: SandboxMode | str) -> Policy:
         """Override ``owner``'s mode and return its new effective policy.
@@ -164,3 +244,21 @@ class SandboxPolicyService:
     def forget(self, owner: Agent) -> None:
         """Drop ``owner``'s override (at owner disposal); harmless when there is none."""
         self._overrides.pop(owner, None)
+
+
+def _remove_tmp_dir(path: str) -> None:
+    """Remove an owner's private ``/tmp`` and all it holds; nothing to do if never created.
+
+    The sandbox creates it 0700 for the harness's own user, so everything inside belongs
+    to that user; read-only subdirectories made by a program are made writable first.
+    """
+
+    def make_writable_and_retry(function: object, target: str, _exc: object) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(target), 0o700)
+            os.chmod(target, 0o700)
+        if callable(function):
+            function(target)
+
+    if os.path.lexists(path):
+        shutil.rmtree(path, onerror=make_writable_and_retry)
