@@ -24,18 +24,20 @@ __all__ = ["SOCKET_VARIABLES", "child_environment", "is_scrubbed_name"]
 _CREDENTIAL_SHAPED = re.compile(r"KEY|PASSWORD|SECRET|TOKEN", re.IGNORECASE)
 _HOST_PREFIX = "DSH_"
 
-SOCKET_VARIABLES: tuple[str, ...] = (
-    "SSH_AUTH_SOCK",
-    "GPG_AGENT_INFO",
-    "DBUS_SESSION_BUS_ADDRESS",
-    "DBUS_SYSTEM_BUS_ADDRESS",
-    "XDG_RUNTIME_DIR",
-    "DOCKER_HOST",
-    "DISPLAY",
-    "WAYLAND_DISPLAY",
-    "PULSE_SERVER",
-    "TMUX",
-    "TMUX_PANE",
+SOCKET_VARIABLES: frozenset[str] = frozenset(
+    {
+        "SSH_AUTH_SOCK",
+        "GPG_AGENT_INFO",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "DBUS_SYSTEM_BUS_ADDRESS",
+        "XDG_RUNTIME_DIR",
+        "DOCKER_HOST",
+        "DISPLAY",
+        "WAYLAND_DISPLAY",
+        "PULSE_SERVER",
+        "TMUX",
+        "TMUX_PANE",
+    }
 )
 
 

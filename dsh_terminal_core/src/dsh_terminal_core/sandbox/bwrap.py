@@ -136,7 +136,7 @@ def _confinement_arguments(policy: Policy, environ: Mapping[str, str]) -> list[s
         args += mount
     args += ["--dev", "/dev", "--proc", "/proc"]
     args += _namespace_arguments(policy.network)
-    for name in SOCKET_VARIABLES:
+    for name in sorted(SOCKET_VARIABLES):
         args += ["--unsetenv", name]
     # A dead harness takes its sandboxed shells with it instead of orphaning them.
     args.append("--die-with-parent")
