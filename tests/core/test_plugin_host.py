@@ -11,6 +11,7 @@ import attrs
 import pytest
 from dependency_injector import containers, providers
 
+from dsh_terminal_core import Context
 from dsh_terminal_core.config import positive_int
 from dsh_terminal_core.errors import ConfigError, PluginLoadError
 from dsh_terminal_core.harness import Harness
@@ -47,23 +48,22 @@ def make_plugin(
     config: type[Any] | None = None,
     log: list[tuple[str, object]] | None = None,
 ) -> object:
-    """A plugin object whose container provides ``Svc`` for each key."""
-    attrs_ = {"config": providers.Dependency(), "deps": providers.DependenciesContainer()}
+    """A plugin object whose container needs ``inject`` and provides ``Svc`` for each key."""
+    attrs_: dict[str, Any] = {"config": providers.Dependency()}
+    for key in inject:
+        attrs_[key] = providers.Dependency(instance_of=object)
     for key in provides:
-        dep = getattr(attrs_["deps"], inject[0]) if inject else None
+        dep = attrs_[inject[0]] if inject else None
         attrs_[key] = providers.Singleton(Svc, f"{name}:{key}", dep)
     container = type(f"{name}Container", (containers.DeclarativeContainer,), attrs_)
 
     class Plugin:
         @hookimpl
         def dsh_plugin_info(self) -> PluginInfo:
-            return PluginInfo(
-                name=name, provides=provides, inject=inject, config=config,
-                container=container if provides else None,
-            )
+            return PluginInfo(name=name, provides=provides, config=config, container=container)
 
         @hookimpl
-        def dsh_apply(self, ctx: Any, config: object) -> None:
+        def dsh_apply(self, ctx: Context, config: object) -> None:
             if log is not None:
                 log.append((name, config))
 
@@ -124,7 +124,7 @@ async def test_unknown_config_key_names_plugin_and_known_keys() -> None:
     with pytest.raises(ConfigError) as info:
         await Harness(plugins=[p], config={"limited": {"limt": 4}}).start()
     assert info.value.plugin == "limited" and info.value.key == "limt"
-    assert "plugin 'limited' has no config key 'limt'; known keys: limit" == str(info.value)
+    assert str(info.value) == "plugin 'limited' has no config key 'limt'; known keys: limit"
 
 
 async def test_invalid_config_value_says_what_was_expected() -> None:
@@ -181,8 +181,6 @@ async def test_harness_exit_disposes_services() -> None:
             disposed.append(self.label)
 
     class C(containers.DeclarativeContainer):
-        config = providers.Dependency()
-        deps = providers.DependenciesContainer()
         thing = providers.Singleton(Disposable, "thing")
 
     class P:

@@ -417,8 +417,9 @@ def test_mode_fence(tmp_path: Path) -> None:
         asked.append(owner)
         return id(owner) in busy
 
-    service = SandboxPolicyService(SandboxPolicyConfig(workspace_root=str(tmp_path)))
-    service.set_activity_probe(activity)
+    service = SandboxPolicyService(
+        SandboxPolicyConfig(workspace_root=str(tmp_path)), activity=activity
+    )
     agent = Agent("a")
     busy.add(id(agent))
 

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from dsh_terminal_core.hookspecs import hookimpl
-from dsh_terminal_core.plugins import PluginInfo
+from dsh_terminal_core import Context, PluginInfo, hookimpl
 
 from .config import PtySessionConfig as Config
 from .container import PtySessionContainer
@@ -20,14 +17,13 @@ def dsh_plugin_info() -> PluginInfo:
         name="pty-session",
         description="Protocol-free PTY byte-stream facade (ctx.pty) and four pty_* tools.",
         provides=("pty",),
-        inject=("terminals",),
         config=Config,
         container=PtySessionContainer,
     )
 
 
 @hookimpl
-def dsh_apply(ctx: Any, config: Config) -> None:
+def dsh_apply(ctx: Context, config: Config) -> None:
     # The tools resolve ctx.pty on each call, so applying starts nothing and a service
     # override installed after startup still takes effect.
     for tool in pty_tools(lambda: ctx.pty):

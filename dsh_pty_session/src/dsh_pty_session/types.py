@@ -36,6 +36,7 @@ __all__ = [
 ]
 
 
+@runtime_checkable
 class PtyRegistry(Protocol):
     """The part of ``ctx.terminals`` the facade uses; a test may inject any object with it.
 

@@ -1,19 +1,27 @@
-"""Wiring for the bash backend: what it injects and how it is built."""
+"""Wiring for the bash backend: the ctx keys it needs and how it is built."""
 
 from __future__ import annotations
 
 from dependency_injector import containers, providers
 
+from dsh_terminal_core import optional_dependency
+from dsh_terminal_core.provider import TerminalProvider
+from dsh_terminal_core.sandbox.bwrap import BwrapSandbox
+from dsh_terminal_core.sandbox.policy import SandboxPolicyService
+from dsh_terminal_core.terminals import TerminalSessionService
+
 from .backend import BashBackend
+from .config import BashConfig
 
 __all__ = ["BashContainer"]
 
 
 class BashContainer(containers.DeclarativeContainer):
-    """Builds the backend from the core services it injects."""
+    """Builds the backend from the core services; the plugin registers it with ``terminals``."""
 
-    config: providers.Dependency[object] = providers.Dependency()
-    deps = providers.DependenciesContainer()  # subprocess, sandbox_policy, sandbox (optional)
-    backend = providers.Singleton(
-        BashBackend, deps.subprocess, deps.sandbox_policy, deps.sandbox, config
-    )
+    config = providers.Dependency(instance_of=BashConfig)
+    subprocess = providers.Dependency(instance_of=TerminalProvider)  # type: ignore[type-abstract]
+    terminals = providers.Dependency(instance_of=TerminalSessionService)
+    sandbox_policy = providers.Dependency(instance_of=SandboxPolicyService)
+    sandbox = optional_dependency(BwrapSandbox)
+    backend = providers.Singleton(BashBackend, subprocess, sandbox_policy, sandbox, config)

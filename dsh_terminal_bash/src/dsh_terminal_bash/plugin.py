@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from dependency_injector import providers
-
-from dsh_terminal_core.hookspecs import hookimpl
-from dsh_terminal_core.plugins import PluginInfo
+from dsh_terminal_core import Context, PluginInfo, hookimpl
 
 from .config import BashConfig as Config
 from .container import BashContainer
 
 __all__ = ["Config", "dsh_apply", "dsh_plugin_info"]
-
-INJECT = ("subprocess", "terminals", "sandbox_policy")
-OPTIONAL = ("sandbox",)
 
 
 @hookimpl
@@ -23,15 +15,11 @@ def dsh_plugin_info() -> PluginInfo:
     return PluginInfo(
         name="terminal-bash",
         description="Bash backend: controlled prompt, event-driven readiness ladder, scrollback.",
-        inject=INJECT,
-        optional_inject=OPTIONAL,
         config=Config,
+        container=BashContainer,
     )
 
 
 @hookimpl
-def dsh_apply(ctx: Any, config: Config) -> None:
-    container = BashContainer(
-        config=providers.Object(config), deps=ctx.dependencies(INJECT, OPTIONAL)
-    )
-    ctx.on_unload(ctx.terminals.register_backend(container.backend()))
+def dsh_apply(ctx: Context, config: Config, container: BashContainer) -> None:
+    ctx.on_unload(container.terminals().register_backend(container.backend()))

@@ -10,7 +10,15 @@ from typing import Any
 
 import attrs
 
-__all__ = ["boolean", "non_empty_str", "optional_str", "positive_int", "str_list"]
+__all__ = [
+    "JobsConfig",
+    "TerminalsConfig",
+    "boolean",
+    "non_empty_str",
+    "optional_str",
+    "positive_int",
+    "str_list",
+]
 
 
 def positive_int(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -36,3 +44,17 @@ def boolean(_inst: object, attribute: attrs.Attribute[Any], value: object) -> No
 def str_list(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"{attribute.name} must be a list of strings, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class TerminalsConfig:
+    """Config of the ``terminals`` plugin (the session registry)."""
+
+    max_sessions_per_owner: int = attrs.field(default=16, validator=positive_int)
+
+
+@attrs.frozen(kw_only=True)
+class JobsConfig:
+    """Config of the ``jobs`` plugin; ``max_output_bytes`` caps what one job keeps."""
+
+    max_output_bytes: int = attrs.field(default=262144, validator=positive_int)

@@ -15,16 +15,26 @@ from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-import attrs
-from dependency_injector import providers
+import pluggy
+from dependency_injector import containers, providers
 
 from .agents import Agent
 from .cancel import Cancellation
 from .context import Context, dispose_service
 from .errors import ConfigError, DisposeError, DshError
-from .plugins import ENTRY_POINT_GROUP, LoadedPlugin, load_plugins, order_plugins, validate_config
+from .plugins import (
+    ENTRY_POINT_GROUP,
+    LoadedPlugin,
+    call_plugin_hook,
+    load_plugins,
+    order_plugins,
+    plugin_manager,
+    register_plugin,
+    validate_config,
+)
 from .prompt import SystemPrompt
 from .tools import ToolExec, ToolRegistry, ToolResult
+from .wiring import build_container
 
 __all__ = ["Harness"]
 
@@ -43,7 +53,10 @@ class Harness:
         self._config = dict(config or {})
         self._group = group
         self.ctx = Context()
+        self.pm: pluggy.PluginManager = plugin_manager()
+        """The one plugin manager: every loaded plugin is registered on it by name."""
         self._plugins: list[LoadedPlugin] = []
+        self._containers: dict[str, containers.DeclarativeContainer | None] = {}
         self._agents: list[Agent] = []
         self._started = False
         self._closed = False
@@ -69,56 +82,61 @@ class Harness:
         """Load, validate and apply every plugin; fails before applying anything on error."""
         if self._started:
             return
-        loaded = order_plugins(load_plugins(self._plugin_objects, self._group))
+        try:
+            loaded = order_plugins(load_plugins(self.pm, self._plugin_objects, self._group))
+        except BaseException:
+            self._unregister_all()
+            raise
         known = {p.name for p in loaded}
         for section in self._config:
             if section not in known:
+                self._unregister_all()
                 raise ConfigError(
                     f"config section {section!r} matches no loaded plugin "
                     f"(loaded: {', '.join(sorted(known)) or 'none'})",
                     section,
                 )
-        configs = {p.name: validate_config(p, self._config.get(p.name)) for p in loaded}
+        try:
+            configs = {p.name: validate_config(p, self._config.get(p.name)) for p in loaded}
+        except BaseException:
+            self._unregister_all()
+            raise
 
         ctx = self.ctx
         ctx.provide("tools", providers.Singleton(ToolRegistry, lambda: ctx.current_plugin))
         ctx.provide("system_prompt", providers.Singleton(SystemPrompt))
-        for plugin in loaded:
-            self._provide(plugin, configs[plugin.name])
         self._plugins = loaded
         self._started = True
         try:
+            # Containers first, in load order, so each is built against the root
+            # providers of the keys it needs; then every plugin applies.
             for plugin in loaded:
-                ctx.current_plugin = plugin.name
-                try:
-                    for impl in _hookimpls(plugin, "dsh_apply"):
-                        impl(ctx=ctx, config=configs[plugin.name])
-                except DshError:
-                    raise
-                except Exception as exc:
-                    raise DshError(
-                        f"plugin {plugin.name!r} failed to apply: {type(exc).__name__}: {exc}",
-                        "PLUGIN_LOAD",
-                    ) from exc
+                self._containers[plugin.name] = self._build(plugin, configs[plugin.name])
+            for plugin in loaded:
+                self._apply(plugin, configs[plugin.name])
         except BaseException:
             await self.aclose()
             raise
-        finally:
-            ctx.current_plugin = None
 
-    def _provide(self, plugin: LoadedPlugin, config: object) -> None:
+    def _build(
+        self, plugin: LoadedPlugin, config: object
+    ) -> containers.DeclarativeContainer | None:
+        """Build ``plugin``'s container and publish the keys it provides on the context."""
         info = plugin.info
-        if not info.provides:
-            return
         if info.container is None:
-            raise DshError(
-                f"plugin {plugin.name!r} provides {list(info.provides)} but has no container",
-                "PLUGIN_LOAD",
-            )
-        deps = self.ctx.dependencies(
-            [k for k in info.inject if self.ctx.has(k)], info.optional_inject
+            if info.provides:
+                raise DshError(
+                    f"plugin {plugin.name!r} provides {list(info.provides)} but has no container",
+                    "PLUGIN_LOAD",
+                )
+            return None
+        ctx = self.ctx
+        container = build_container(
+            plugin.name,
+            info.container,
+            config,
+            lambda key: ctx.provider(key) if ctx.has(key) else None,
         )
-        container = info.container(config=providers.Object(config), deps=deps)
         for key in info.provides:
             provider = getattr(container, key, None)
             if not isinstance(provider, providers.Provider):
@@ -127,19 +145,43 @@ class Harness:
                     f"{info.container.__name__} has no provider of that name",
                     "PLUGIN_LOAD",
                 )
-            self.ctx.provide(key, provider)
+            ctx.provide(key, provider)
+        return container
+
+    def _apply(self, plugin: LoadedPlugin, config: object) -> None:
+        ctx = self.ctx
+        ctx.current_plugin = plugin.name
+        try:
+            call_plugin_hook(
+                self.pm,
+                plugin.module,
+                "dsh_apply",
+                ctx=ctx,
+                config=config,
+                container=self._containers.get(plugin.name),
+            )
+        except DshError:
+            raise
+        except Exception as exc:
+            raise DshError(
+                f"plugin {plugin.name!r} failed to apply: {type(exc).__name__}: {exc}",
+                "PLUGIN_LOAD",
+            ) from exc
+        finally:
+            ctx.current_plugin = None
 
     async def reload_plugin(
         self, name: str, config: Mapping[str, Any] | None = None, *, reimport: bool = False
     ) -> None:
         """Replace a loaded plugin's contributions, optionally with a new config section.
 
-        Its tools, prompt sections and backends are unregistered and the plugin applies
-        again. Sessions live on: they belong to their owners and the registry, not to the
-        plugin that created them, so a backend or tool reload never closes a terminal.
-        Plugins that provide ctx keys cannot be reloaded (services others hold would go
-        stale): that raises ``RELOAD_UNSUPPORTED``. ``reimport`` reloads the plugin's
-        module first, for development loops.
+        Its tools, prompt sections and backends are unregistered, its container is built
+        again, and the plugin applies again. Sessions live on: they belong to their
+        owners and the registry, not to the plugin that created them, so a backend or
+        tool reload never closes a terminal. Plugins that provide ctx keys cannot be
+        reloaded (services others hold would go stale): that raises
+        ``RELOAD_UNSUPPORTED``. ``reimport`` reloads the plugin's module first, for
+        development loops; the new module replaces the old on the plugin manager.
         """
         plugin = next((p for p in self._plugins if p.name == name), None)
         if plugin is None:
@@ -153,19 +195,27 @@ class Harness:
         section = config if config is not None else self._config.get(name)
         validated = validate_config(plugin, section)
         if reimport and isinstance(plugin.module, types.ModuleType):
-            plugin = attrs.evolve(plugin, module=importlib.reload(plugin.module))
+            module = importlib.reload(plugin.module)
+            self.pm.unregister(plugin.module)
+            try:
+                plugin = register_plugin(self.pm, module, plugin.source, name)
+            except BaseException:
+                self.pm.register(plugin.module, name=name)
+                raise
             self._plugins = [plugin if p.name == name else p for p in self._plugins]
+            validated = validate_config(plugin, section)
+        container = self._build(plugin, validated)
         ctx = self.ctx
         ctx.run_unloads(name)
         ctx.tools.unregister_plugin(name)
-        ctx.current_plugin = name
-        try:
-            for impl in _hookimpls(plugin, "dsh_apply"):
-                impl(ctx=ctx, config=validated)
-        finally:
-            ctx.current_plugin = None
+        self._containers[name] = container
+        self._apply(plugin, validated)
         if config is not None:
             self._config[name] = dict(config)
+
+    def _unregister_all(self) -> None:
+        for _name, plugin in list(self.pm.list_name_plugin()):
+            self.pm.unregister(plugin)
 
     def create_agent(self, agent_id: str) -> Agent:
         """Create an owner identity; the harness disposes it on exit."""
@@ -215,7 +265,3 @@ class Harness:
         if errors:
             raise DisposeError("harness shutdown left failures", errors)
 
-
-def _hookimpls(plugin: LoadedPlugin, hook: str) -> list[Any]:
-    function = getattr(plugin.module, hook, None)
-    return [function] if callable(function) else []

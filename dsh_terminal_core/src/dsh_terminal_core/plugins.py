@@ -1,4 +1,9 @@
-"""Plugin metadata, discovery, config validation and load order."""
+"""Plugin metadata, the plugin manager, discovery, config validation and load order.
+
+The host owns one :class:`pluggy.PluginManager` (see :func:`plugin_manager`). Every
+plugin is registered on it under its name; hooks are found by their marker and spec
+name (``@hookimpl(specname="dsh_apply")`` on any function works) and called through it.
+"""
 
 from __future__ import annotations
 
@@ -11,14 +16,18 @@ import pluggy
 
 from . import hookspecs
 from .errors import ConfigError, PluginLoadError
+from .wiring import container_needs
 
 __all__ = [
     "ENTRY_POINT_GROUP",
     "LoadedPlugin",
     "PluginInfo",
+    "call_plugin_hook",
     "discover",
     "load_plugins",
     "order_plugins",
+    "plugin_manager",
+    "register_plugin",
     "validate_config",
 ]
 
@@ -46,17 +55,28 @@ def _keys(keys: Iterable[str]) -> tuple[str, ...]:
 class PluginInfo:
     """What a plugin says about itself through ``dsh_plugin_info``.
 
-    ``provides`` are ctx keys this plugin's ``container`` has providers for; ``inject``
-    are keys it cannot start without; ``optional_inject`` are keys it uses when present.
+    ``provides`` are ctx keys this plugin's ``container`` has providers for. What it
+    needs is read from the container: each ``providers.Dependency`` field other than
+    ``config`` names a ctx key, required unless it has a default (see
+    :func:`dsh_terminal_core.wiring.optional_dependency`). ``inject`` and
+    ``optional_inject`` are those keys; a plugin without a container may list keys it
+    must load after there, but never needs to repeat what its container declares.
     """
 
     name: str
     description: str = ""
     provides: tuple[str, ...] = attrs.field(default=(), converter=_keys)
-    inject: tuple[str, ...] = attrs.field(default=(), converter=_keys)
-    optional_inject: tuple[str, ...] = attrs.field(default=(), converter=_keys)
     config: type[Any] | None = None
     container: type[Any] | None = None
+    inject: tuple[str, ...] = attrs.field(default=(), converter=_keys)
+    optional_inject: tuple[str, ...] = attrs.field(default=(), converter=_keys)
+
+    def __attrs_post_init__(self) -> None:
+        required, optional = container_needs(self.container)
+        inject = tuple(dict.fromkeys((*self.inject, *required)))
+        optional = tuple(k for k in dict.fromkeys((*self.optional_inject, *optional)))
+        object.__setattr__(self, "inject", inject)
+        object.__setattr__(self, "optional_inject", tuple(k for k in optional if k not in inject))
 
 
 @attrs.frozen(kw_only=True)
@@ -72,30 +92,114 @@ class LoadedPlugin:
         return self.info.name
 
 
-def _plugin_manager() -> pluggy.PluginManager:
+def plugin_manager() -> pluggy.PluginManager:
+    """A plugin manager that knows the dsh hook specs."""
     manager = pluggy.PluginManager(hookspecs.PROJECT)
     manager.add_hookspecs(hookspecs)
     return manager
 
 
-def _describe(plugin: object, source: str, manager: pluggy.PluginManager) -> LoadedPlugin:
+def _spec_names(manager: pluggy.PluginManager) -> set[str]:
+    return {
+        name
+        for name, caller in vars(manager.hook).items()
+        if isinstance(caller, pluggy.HookCaller) and caller.spec is not None
+    }
+
+
+def _unmarked_hooks(plugin: object, manager: pluggy.PluginManager) -> list[str]:
+    """Spec-named callables on ``plugin`` that carry no ``hookimpl`` marker."""
+    return sorted(
+        name
+        for name in _spec_names(manager)
+        if callable(getattr(plugin, name, None))
+        and manager.parse_hookimpl_opts(plugin, name) is None
+    )
+
+
+def call_plugin_hook(
+    manager: pluggy.PluginManager, plugin: object, hook: str, **kwargs: Any
+) -> list[Any]:
+    """Call ``plugin``'s own implementations of ``hook``; other plugins' are not called.
+
+    Each implementation receives the arguments it names (pluggy lets an implementation
+    take a subset of the spec's), so ``dsh_apply(ctx, config)`` and
+    ``dsh_apply(ctx, config, container)`` both work.
+    """
+    caller: pluggy.HookCaller = getattr(manager.hook, hook)
+    return [
+        impl.function(*(kwargs[arg] for arg in impl.argnames))
+        for impl in caller.get_hookimpls()
+        if impl.plugin is plugin
+    ]
+
+
+def register_plugin(
+    manager: pluggy.PluginManager, plugin: object, source: str, name: str | None = None
+) -> LoadedPlugin:
+    """Register ``plugin`` on ``manager`` under its own name and describe it.
+
+    Validation happens here, at registration: a marked hook with no matching spec, an
+    implementation asking for an argument its spec does not pass, a spec-named function
+    without the ``hookimpl`` marker, a missing or wrong ``dsh_plugin_info``, and a second
+    plugin of the same name all raise :class:`PluginLoadError`; nothing stays registered.
+    ``name``, when given, is the name the plugin must report (its entry-point name).
+    """
+    if manager.is_registered(plugin):
+        raise PluginLoadError(
+            f"{source} is already loaded as {manager.get_name(plugin)!r}", manager.get_name(plugin)
+        )
+    unmarked = _unmarked_hooks(plugin, manager)
+    if unmarked:
+        raise PluginLoadError(
+            f"plugin from {source} defines {', '.join(unmarked)} without the hookimpl marker; "
+            "decorate it with @dsh_terminal_core.hookimpl or the harness never calls it",
+            name,
+        )
+    provisional = f"{source}#{id(plugin)}"
     try:
-        manager.register(plugin, name=f"{source}:{id(plugin)}")
+        manager.register(plugin, name=provisional)
+    except (pluggy.PluginValidationError, ValueError) as exc:
+        raise PluginLoadError(f"plugin from {source} is invalid: {exc}", name) from exc
+    try:
         manager.check_pending()
+        info = _describe(manager, plugin, source)
+        if name is not None and info.name != name:
+            raise PluginLoadError(
+                f"{source} loads a plugin named {info.name!r}; the names must match because "
+                "config sections use them",
+                name,
+            )
+        if manager.has_plugin(info.name):
+            raise PluginLoadError(
+                f"two plugins are named {info.name!r} ({source} and one loaded before it)",
+                info.name,
+            )
     except pluggy.PluginValidationError as exc:
-        raise PluginLoadError(f"plugin from {source} is invalid: {exc}") from exc
-    impls = [i for i in manager.hook.dsh_plugin_info.get_hookimpls() if i.plugin is plugin]
-    if not impls:
-        raise PluginLoadError(f"plugin from {source} does not implement dsh_plugin_info")
-    info = impls[0].function()
-    if not isinstance(info, PluginInfo):
-        raise PluginLoadError(f"plugin from {source}: dsh_plugin_info must return PluginInfo")
+        manager.unregister(plugin)
+        raise PluginLoadError(f"plugin from {source} is invalid: {exc}", name) from exc
+    except BaseException:
+        manager.unregister(plugin)
+        raise
+    manager.unregister(plugin)
+    manager.register(plugin, name=info.name)
     return LoadedPlugin(info=info, module=plugin, source=source)
 
 
-def discover(group: str = ENTRY_POINT_GROUP) -> list[LoadedPlugin]:
-    """Load every plugin registered under the entry-point ``group``."""
-    manager = _plugin_manager()
+def _describe(manager: pluggy.PluginManager, plugin: object, source: str) -> PluginInfo:
+    infos = call_plugin_hook(manager, plugin, "dsh_plugin_info")
+    if not infos:
+        raise PluginLoadError(f"plugin from {source} does not implement dsh_plugin_info")
+    info = infos[0]
+    if not isinstance(info, PluginInfo):
+        raise PluginLoadError(f"plugin from {source}: dsh_plugin_info must return PluginInfo")
+    return info
+
+
+def discover(
+    manager: pluggy.PluginManager, group: str = ENTRY_POINT_GROUP
+) -> list[LoadedPlugin]:
+    """Register every plugin of the entry-point ``group`` on ``manager``."""
     loaded: list[LoadedPlugin] = []
     for entry_point in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):
         dist = entry_point.dist.name if entry_point.dist is not None else "?"
@@ -108,26 +212,21 @@ def discover(group: str = ENTRY_POINT_GROUP) -> list[LoadedPlugin]:
                 f"({entry_point.value}): {exc}",
                 entry_point.name,
             ) from exc
-        plugin = _describe(module, source, manager)
-        if plugin.name != entry_point.name:
-            raise PluginLoadError(
-                f"entry point {entry_point.name!r} ({dist}) loads a plugin named "
-                f"{plugin.name!r}; the names must match because config sections use them",
-                entry_point.name,
-            )
-        loaded.append(plugin)
+        loaded.append(register_plugin(manager, module, source, entry_point.name))
     return loaded
 
 
 def load_plugins(
-    plugins: Sequence[object] | None, group: str = ENTRY_POINT_GROUP
+    manager: pluggy.PluginManager,
+    plugins: Sequence[object] | None,
+    group: str = ENTRY_POINT_GROUP,
 ) -> list[LoadedPlugin]:
-    """Discover plugins (``plugins=None``) or describe an explicit list of plugin objects."""
+    """Register discovered plugins (``plugins=None``) or an explicit list on ``manager``."""
     if plugins is None:
-        return discover(group)
-    manager = _plugin_manager()
+        return discover(manager, group)
     return [
-        _describe(p, f"explicit plugin {getattr(p, '__name__', p)!r}", manager) for p in plugins
+        register_plugin(manager, plugin, f"explicit plugin {getattr(plugin, '__name__', plugin)!r}")
+        for plugin in plugins
     ]
 
 

@@ -1,9 +1,14 @@
-"""Wiring for the terminal tools: they inject ``terminals`` and, optionally, ``jobs``."""
+"""Wiring for the terminal tools: they need ``terminals`` and use ``jobs`` when present."""
 
 from __future__ import annotations
 
 from dependency_injector import containers, providers
 
+from dsh_terminal_core import optional_dependency
+from dsh_terminal_core.jobs import JobService
+from dsh_terminal_core.terminals import TerminalSessionService
+
+from .config import ToolTerminalConfig
 from .tools import terminal_tools
 
 __all__ = ["ToolTerminalContainer"]
@@ -13,6 +18,7 @@ class ToolTerminalContainer(containers.DeclarativeContainer):
     """Builds the six tools. Services are passed as providers so each call resolves them
     afresh: a test's container override of ``terminals`` reaches tools built earlier."""
 
-    config: providers.Dependency[object] = providers.Dependency()
-    deps = providers.DependenciesContainer()  # terminals, jobs (optional: None when absent)
-    tools = providers.Singleton(terminal_tools, deps.terminals.provider, deps.jobs.provider, config)
+    config = providers.Dependency(instance_of=ToolTerminalConfig)
+    terminals = providers.Dependency(instance_of=TerminalSessionService)
+    jobs = optional_dependency(JobService)
+    tools = providers.Singleton(terminal_tools, terminals.provider, jobs.provider, config)

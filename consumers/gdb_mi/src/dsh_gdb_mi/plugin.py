@@ -7,12 +7,9 @@ discovers the plugin pays no process for it until an agent calls ``gdb_mi``.
 
 from __future__ import annotations
 
-from typing import Any
+from dsh_terminal_core import Context, PluginInfo, hookimpl
 
-from dsh_terminal_core.hookspecs import hookimpl
-from dsh_terminal_core.plugins import PluginInfo
-
-from .tool import GdbMiSessions, gdb_mi_tool
+from .container import GdbMiContainer
 
 __all__ = ["dsh_apply", "dsh_plugin_info"]
 
@@ -22,11 +19,10 @@ def dsh_plugin_info() -> PluginInfo:
     return PluginInfo(
         name="gdb-mi",
         description="gdb/MI debugger over ctx.pty: one gdb per agent, MI records parsed.",
-        inject=("pty",),
+        container=GdbMiContainer,
     )
 
 
 @hookimpl
-def dsh_apply(ctx: Any, config: object) -> None:
-    # ctx.pty is resolved on first use, not here: a test may still override services.
-    ctx.tools.register(gdb_mi_tool(GdbMiSessions(lambda: ctx.pty)))
+def dsh_apply(ctx: Context, container: GdbMiContainer) -> None:
+    ctx.tools.register(container.tool())

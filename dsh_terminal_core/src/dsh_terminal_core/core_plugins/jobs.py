@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import attrs
-
-from ..config import positive_int
+from ..config import JobsConfig as Config
 from ..containers import JobsContainer
 from ..context import Context
 from ..hookspecs import hookimpl
 from ..job_tools import job_tools
 from ..plugins import PluginInfo
-
-
-@attrs.frozen(kw_only=True)
-class Config:
-    max_output_bytes: int = attrs.field(default=262144, validator=positive_int)
 
 
 @hookimpl
@@ -30,5 +23,6 @@ def dsh_plugin_info() -> PluginInfo:
 
 @hookimpl
 def dsh_apply(ctx: Context, config: Config) -> None:
+    # The tools resolve ctx.jobs per call, so a container override of ``jobs`` reaches them.
     for tool in job_tools(lambda: ctx.jobs, config.max_output_bytes):
         ctx.tools.register(tool)

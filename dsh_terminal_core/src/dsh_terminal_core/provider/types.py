@@ -109,5 +109,8 @@ class TerminalProcess(Protocol):
     def resize(self, rows: int, cols: int) -> None: ...
 
 
+@runtime_checkable
 class TerminalProvider(Protocol):
+    """What ``ctx.subprocess`` offers: start a process on a new PTY."""
+
     async def spawn_terminal(self, spec: TerminalSpawnSpec) -> TerminalProcess: ...

@@ -26,6 +26,7 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 import attrs
 
@@ -33,7 +34,9 @@ from ..agents import Agent
 from ..errors import TerminalError
 
 __all__ = [
+    "ActivityProbe",
     "NetworkAccess",
+    "OwnerActivity",
     "Policy",
     "SandboxMode",
     "SandboxPolicyConfig",
@@ -41,6 +44,15 @@ __all__ = [
 ]
 
 ActivityProbe = Callable[[Agent], bool]
+
+
+@runtime_checkable
+class OwnerActivity(Protocol):
+    """What the mode fence needs from the session registry (``ctx.terminals``)."""
+
+    def has_owner_activity(self, owner: Agent) -> bool:
+        """True while ``owner`` has a session open or a spawn in flight."""
+        ...
 
 
 class SandboxMode(enum.StrEnum):
@@ -181,21 +193,14 @@ class SandboxPolicyService:
         self._default = Policy(config.mode, root, network=config.network)
         self._overrides: weakref.WeakKeyDictionary[Agent, SandboxMode] = weakref.WeakKeyDictionary()
         self._tmp_dirs: weakref.WeakKeyDictionary[Agent, str] = weakref.WeakKeyDictionary()
+        # "Does this owner have open or in-flight sessions?" The plugin container wires
+        # it to ctx.terminals; without it the fence has nothing to consult.
         self._activity = activity
 
     @property
     def default(self) -> Policy:
         """The deployment default every owner without an override gets."""
         return self._default
-
-    def set_activity_probe(self, probe: ActivityProbe | None) -> None:
-        """Install the check "does this owner have open or in-flight sessions?".
-
-        The terminal registry provides it (``has_owner_activity``); it is wired after
-        construction because the registry is created after the policy. Without a probe
-        the fence has nothing to consult and every change is allowed.
-        """
-        self._activity = probe
 
     def resolve(self, owner: Agent) -> Policy:
         """Return ``owner``'s effective policy: its override, else the deployment default.
