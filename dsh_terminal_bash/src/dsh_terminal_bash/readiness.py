@@ -4,17 +4,23 @@ One :class:`Readiness` watches one wait. It is driven by events — output arriv
 write completing, the shell exiting — and by a few timers; there is no fixed-rate loop on
 the prompt path. The tiers, strongest evidence first:
 
-1. *prompt* → ``stdin_read``: a marker arrived after this send's write, the printable
-   tail after it is exactly the controlled prompt, the terminal's foreground group is the
-   shell's, and the shell itself is blocked reading the terminal. Checked the moment the
-   data arrives, then on a short backoff (1, 2, 4 ... ms) while the shell settles into its
-   read. Foreground ownership alone is not proof: a command can print a forged marker
-   and prompt with a builtin while bash still owns the foreground, busy elsewhere.
+1. *prompt* → ``stdin_read``: a marker arrived after this send's input was completely
+   written (the write fence), the printable tail after it is exactly the controlled
+   prompt, the terminal's foreground group is a protocol shell's, and that shell is
+   blocked reading the terminal. Checked the moment the data arrives, then on a short
+   backoff (1, 2, 4 ... ms) while the shell settles into its read. Foreground ownership
+   alone is not proof: a command can print a forged marker and prompt with a builtin
+   while bash still owns the foreground, busy elsewhere. Where the exact probe exists the
+   consumption fence applies too: no byte of input is left unread on the terminal, and
+   the shell's read wait is new since the write (its wake counter moved), so a
+   prompt printed before the shell took the input (an interrupted command's, or the one
+   before a typed-ahead line) never settles the send that wrote it.
 2. *exact stdin wait* (Linux) → ``stdin_read``: once output has paused, the foreground
    group is blocked reading the terminal. A group that was already waiting before the
    write must first be seen to have left that wait (its threads' wake counter moved); a
    group that was not waiting then counts after ``exact_probe_after_ms``. The wait must
-   hold, with no output and nothing unread on the master, across two looks
+   hold, with no output, nothing unread on the master and no input unread on the
+   terminal, across two looks
    ``_CONFIRM_MS`` apart: a PTY hands a program's last write to the reader side through
    a kernel work queue, so a program can already be blocked reading while its final
    output is still in flight. For the shell's own group the hold is one poll interval,
@@ -72,6 +78,26 @@ class ReadinessProbe(Protocol):
         """The shell's group owns the foreground and the shell is blocked reading the terminal."""
         ...
 
+    def prompt_reader(self) -> tuple[int, int | None] | None:
+        """The protocol shell owning the foreground, if it is blocked reading the terminal.
+
+        Returns its pid and its wake count, read on both sides of the reading check so
+        the pair describes one wait; None when no such shell is reading now.
+        """
+        ...
+
+    def wake_count(self, pid: int) -> int | None:
+        """``pid``'s wake counter now; None when unknown."""
+        ...
+
+    def wake_candidates(self) -> tuple[int, ...]:
+        """Processes whose read wait the consumption fence remembers at the write."""
+        ...
+
+    def unread_input(self) -> int | None:
+        """Input bytes no program has read yet; None when unknown."""
+        ...
+
     def shell_owns_foreground(self) -> bool: ...
 
     def foreground(self) -> Foreground | None: ...
@@ -97,6 +123,7 @@ class Readiness:
         on_settle: Callable[[Settlement], None],
         startup: bool = False,
         before: Foreground | None = None,
+        fenced: bool = True,
     ) -> None:
         self._config = config
         self._probe = probe
@@ -106,7 +133,10 @@ class Readiness:
         self._before = before
         self._loop = asyncio.get_running_loop()
         self._started_at = self._loop.time()
-        self._write_done = startup
+        self._write_done = startup or not fenced
+        self._fenced = fenced and not startup
+        # Wake counters at the moment the input was completely written (consumption fence).
+        self._wakes_at_write: dict[int, int | None] = {}
         self._activity_at = self._started_at
         self._any_output = False
         self._marker_seen = False
@@ -126,6 +156,20 @@ class Readiness:
 
     # -- events -----------------------------------------------------------------------
 
+    def on_write_start(self) -> None:
+        """The input is about to be written: remember where the shells' wake counters are.
+
+        Read before the write rather than after it: a shell can take the input, run a
+        short command and block again before the writer reads the counter back (it is
+        woken on the other core while the writer is preempted), and a count read then
+        would reject the genuine prompt. A wait that began between this look and the end
+        of the write is not proof on its own either; the input-consumed check answers it.
+        """
+        if self._fenced and self._probe.exact:
+            self._wakes_at_write = {
+                pid: self._probe.wake_count(pid) for pid in self._probe.wake_candidates()
+            }
+
     def on_write_done(self) -> None:
         """The whole input is in the terminal; the stdin-wait tier may look from now on."""
         self._write_done = True
@@ -144,7 +188,9 @@ class Readiness:
             self._any_output = True
             self._activity_at = now
             self._wait_seen_at = None
-        if marker:
+        if marker and self._write_done:
+            # A marker from before the input was completely written belongs to an
+            # earlier command (the write fence); only later ones are evidence.
             self._marker_seen = True
             self._marker_exit = marker_exit
         if self._marker_seen and tail == self._prompt:
@@ -171,7 +217,7 @@ class Readiness:
         if self._prompt_tail_at is None:
             return False
         if self._probe.exact:
-            ready = self._probe.shell_at_prompt()
+            ready = self._input_consumed() and self._prompt_wait_is_new()
         else:
             # Without a syscall probe the prompt must stay the tail, with the shell in the
             # foreground, for one poll interval.
@@ -187,8 +233,27 @@ class Readiness:
             )
         return ready
 
+    def _input_consumed(self) -> bool:
+        """No byte of input waits unread on the terminal (unknown counts as consumed)."""
+        if not self._fenced:
+            return True
+        unread = self._probe.unread_input()
+        return unread is None or unread == 0
+
+    def _prompt_wait_is_new(self) -> bool:
+        """A protocol shell is blocked reading, in a wait it entered after the write."""
+        reader = self._probe.prompt_reader()
+        if reader is None:
+            return False
+        pid, wakes = reader
+        before = self._wakes_at_write.get(pid)
+        return before is None or wakes is None or wakes > before
+
     def _check_stdin_wait(self) -> bool:
         if not (self._probe.exact and self._write_done):
+            return False
+        if not self._input_consumed():
+            self._wait_seen_at = None
             return False
         foreground = self._probe.foreground()
         if foreground is None or not foreground.input_waiting:

@@ -102,6 +102,42 @@ class BashSession:
         # Before the first prompt the shell's group is unknown: its leader is the shell.
         return self._process.is_reading_terminal(foreground)
 
+    def prompt_reader(self) -> tuple[int, int | None] | None:
+        foreground = self._process.foreground_pgid()
+        if foreground is None:
+            return None
+        pid = self._prompt_shell(foreground)
+        if pid is None:
+            return None
+        # Read the wake counter on both sides of the syscall look, so that "reading" and
+        # the count describe one and the same wait.
+        wakes = self._process.wake_count(pid)
+        if not self._process.is_reading_terminal(pid):
+            return None
+        if self._process.wake_count(pid) != wakes:
+            return None
+        return pid, wakes
+
+    def _prompt_shell(self, foreground: int) -> int | None:
+        """The pid of the protocol shell leading ``foreground``, or None."""
+        if self._shell_pgid is None or foreground == self._shell_pgid:
+            # Before the first prompt the shell's group is unknown: its leader is the shell.
+            return foreground
+        return None
+
+    def wake_count(self, pid: int) -> int | None:
+        return self._process.wake_count(pid)
+
+    def wake_candidates(self) -> tuple[int, ...]:
+        pids = [self._shell_pgid] if self._shell_pgid is not None else []
+        foreground = self._process.foreground_pgid()
+        if foreground is not None and foreground not in pids:
+            pids.append(foreground)
+        return tuple(pids)
+
+    def unread_input(self) -> int | None:
+        return self._process.unread_input()
+
     def shell_owns_foreground(self) -> bool:
         foreground = self._process.foreground_pgid()
         return foreground is not None and foreground == self._shell_pgid
@@ -247,6 +283,7 @@ class BashSession:
         if self._closing:
             raise TerminalError(f"session {self.session_id} is closing", "SESSION_CLOSED")
         op = BashSendOperation(self._config.max_read_bytes, self._cancel_op)
+        op.collecting = False  # until the write fence has passed
         if self._status.kind == "exited":
             op.settle(self._result(op, Settlement(reason=WaitReason.SESSION_EXIT), request))
             return op
@@ -266,6 +303,14 @@ class BashSession:
 
     async def _write(self, op: BashSendOperation, request: SendRequest) -> None:
         payload = request.text + ("\r" if request.submit else "")
+        # The write fence: output the terminal already holds (a prompt printed late after
+        # an interrupt, a timeout or a cancel) was produced before this input and goes to
+        # the scrollback only, never to this send's viewport or its readiness.
+        self._process.drain_output()
+        op.collecting = not op.done.done()
+        readiness = self._readiness
+        if readiness is not None and self._op is op:
+            readiness.on_write_start()
         try:
             if payload and not op.input_cancelled:
                 await self._process.write(payload)

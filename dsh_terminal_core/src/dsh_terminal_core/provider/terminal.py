@@ -22,8 +22,10 @@ from ..errors import TerminalError, UnsupportedPlatform
 from . import hostexit, hostguard
 from .env import child_environment
 from .inspector import StdinProbe, TerminalIdentity, default_stdin_probe
+from .peer import flush_input, unread_input
 from .process_table import ProcessIdentity, ProcessTable, default_process_table
 from .procfs import read_stat
+from .taskfacts import executable_id, wake_count
 from .teardown import TreeReaper
 from .types import ExitStatus, Foreground, OutputHandler, TerminalSpawnSpec
 
@@ -185,6 +187,43 @@ class LocalTerminalProcess:
         be delivered" before trusting a readiness observation.
         """
         return self._channel.pending()
+
+    def drain_output(self) -> None:
+        """Deliver to the handler, now and synchronously, whatever output the master holds.
+
+        Includes output still in flight inside the PTY layer. A caller about to write
+        uses it to fence: everything delivered before the write was produced before it.
+        """
+        if self._channel.fd is not None:
+            self._channel.drain()
+
+    def unread_input(self) -> int | None:
+        """Input bytes written to the terminal that no program has read yet.
+
+        Counts bytes still in flight inside the PTY layer too. None when unknown (not
+        Linux, a kernel without ``TIOCGPTPEER``, a closed or hung-up terminal).
+        """
+        fd = self._channel.fd
+        return unread_input(fd) if fd is not None else None
+
+    def flush_input(self) -> bool:
+        """Discard input no program has read yet, as the terminal's Ctrl-C would.
+
+        Returns False when it could not be done (not Linux, closed terminal).
+        """
+        fd = self._channel.fd
+        return flush_input(fd) if fd is not None else False
+
+    def wake_count(self, pid: int) -> int | None:
+        """``pid``'s voluntary context switches: a count that moved means it woke up.
+
+        None when unknown (the process is gone, not Linux).
+        """
+        return wake_count(pid)
+
+    def executable_id(self, pid: int) -> tuple[int, int] | None:
+        """The (device, inode) of ``pid``'s executable, or None when unknown."""
+        return executable_id(pid)
 
     async def write(self, data: str | bytes) -> None:
         """Write ``data`` (str is UTF-8 encoded) in full, with backpressure.

@@ -98,6 +98,26 @@ class TerminalProcess(Protocol):
         """Bytes readable on the master that the output handler has not received yet."""
         ...
 
+    def drain_output(self) -> None:
+        """Deliver whatever output the master holds now, synchronously."""
+        ...
+
+    def unread_input(self) -> int | None:
+        """Input bytes no program has read yet; None when unknown."""
+        ...
+
+    def flush_input(self) -> bool:
+        """Discard input no program has read yet; False when it could not be done."""
+        ...
+
+    def wake_count(self, pid: int) -> int | None:
+        """``pid``'s voluntary context switches; None when unknown."""
+        ...
+
+    def executable_id(self, pid: int) -> tuple[int, int] | None:
+        """The (device, inode) of ``pid``'s executable; None when unknown."""
+        ...
+
     def is_reading_terminal(self, pid: int) -> bool: ...
 
     def set_shell_process_group(self, pgid: int) -> None: ...

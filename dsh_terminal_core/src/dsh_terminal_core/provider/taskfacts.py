@@ -1,0 +1,50 @@
+"""Two facts about a process that readiness compares over time, read from ``/proc``.
+
+* ``wake_count``: the voluntary context switches of its main thread. A process blocked
+  in a read wait has the same count until it wakes; a count that moved between two looks
+  means it woke (read something, handled a signal) and blocked again in between.
+* ``executable_id``: the (device, inode) of its executable, to tell whether a process is
+  another instance of a given program (a shell started inside the shell).
+
+Both return None when the process is gone or unreadable, and everywhere but Linux.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+__all__ = ["executable_id", "wake_count"]
+
+_VOLUNTARY = b"\nvoluntary_ctxt_switches:"
+
+
+def wake_count(pid: int) -> int | None:
+    """Return ``pid``'s voluntary context switches, or None if they cannot be read."""
+    try:
+        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 8192)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    start = data.find(_VOLUNTARY)
+    if start < 0:
+        return None
+    start += len(_VOLUNTARY)
+    end = data.find(b"\n", start)
+    with contextlib.suppress(ValueError):
+        return int(data[start : end if end >= 0 else len(data)])
+    return None
+
+
+def executable_id(pid: int) -> tuple[int, int] | None:
+    """Return the (device, inode) of ``pid``'s executable, or None if unreadable."""
+    try:
+        st = os.stat(f"/proc/{pid}/exe")
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)

@@ -1,0 +1,122 @@
+"""The write fence and the consumption fence, each flow repeated to catch a rare race.
+
+Every flow here settled wrongly on the first release in a few percent of iterations, so
+each runs at least 50 times on one shell and asserts, every time, the exact wait reason,
+the exit code and that the output belongs to the command that was sent. Timing defaults
+are the production ones; only the send budget is short, because these flows start from a
+send that timed out (``timeout_ms`` is what they are about).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from pathlib import Path
+
+from dsh_terminal_core.terminals import ReadRequest, SendRequest, WaitReason
+
+from ..helpers import full_access, harness, open_shell, send
+
+ROUNDS = 50
+SHORT_BUDGET = full_access(**{"terminal-bash": {"timeout_ms": 200}})
+
+
+def _last_line(viewport: str) -> str:
+    lines = [line for line in viewport.split("\n") if line]
+    return lines[-1] if lines else ""
+
+
+async def _interrupt_then_send(signal: str) -> None:
+    async with harness(SHORT_BUDGET) as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        for i in range(ROUNDS):
+            running = await send(h, agent, sid, "sleep 20")
+            assert running.wait_reason is WaitReason.TIMEOUT, (i, running)
+            await h.ctx.terminals.signal(agent, sid, signal)
+            after = await send(h, agent, sid, f"echo after-{i}")
+            assert (after.wait_reason, after.exit_code) == (WaitReason.STDIN_READ, 0), (i, after)
+            assert _last_line(after.viewport) == f"after-{i}", (i, after.viewport)
+            # The interrupted command's status never leaks into a later send either.
+            status = await send(h, agent, sid, "echo $?")
+            assert (status.exit_code, status.viewport) == (0, "0\n"), (i, status)
+        # The interrupted prompts went to the scrollback, where they belong.
+        page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=0, count=10_000))
+        assert page.text.count("after-") >= ROUNDS
+
+
+async def test_send_right_after_sigint_settles_on_its_own_prompt() -> None:
+    await _interrupt_then_send("SIGINT")
+
+
+async def test_send_right_after_sigterm_settles_on_its_own_prompt() -> None:
+    await _interrupt_then_send("SIGTERM")
+
+
+async def test_type_ahead_settles_on_the_prompt_after_the_typed_command(tmp_path: Path) -> None:
+    gate = tmp_path / "gate"
+    os.mkfifo(gate)
+    async with harness(SHORT_BUDGET) as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        for i in range(ROUNDS):
+            # The running command waits on a gate, not on the terminal, and ends with 7.
+            running = await send(h, agent, sid, f"read -r _ < {gate}; (exit 7)")
+            assert running.wait_reason is WaitReason.TIMEOUT, (i, running)
+            op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=f"echo second-{i}"))
+            # Open the gate once the typed-ahead line is written; at every such moment the
+            # gated command's prompt (exit 7) comes after the write and must not settle it.
+            await op.write_task  # type: ignore[attr-defined]
+            fd = os.open(gate, os.O_WRONLY)
+            os.write(fd, b"go\n")
+            os.close(fd)
+            result = await op.done
+            assert (result.wait_reason, result.exit_code) == (WaitReason.STDIN_READ, 0), (i, result)
+            assert _last_line(result.viewport) == f"second-{i}", (i, result.viewport)
+
+
+async def test_multi_line_input_settles_after_its_last_line() -> None:
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        for i in range(ROUNDS):
+            result = await send(h, agent, sid, f"echo one-{i}\n(exit 3)\necho three-{i}; (exit 4)")
+            assert (result.wait_reason, result.exit_code) == (WaitReason.STDIN_READ, 4), (i, result)
+            assert _last_line(result.viewport) == f"three-{i}", (i, result.viewport)
+            assert re.search(rf"one-{i}\n", result.viewport), result.viewport
+
+
+async def test_unread_input_and_wake_counter_are_reported_by_the_provider(
+    tmp_path: Path,
+) -> None:
+    up, gate = tmp_path / "up", tmp_path / "gate"
+    os.mkfifo(up)
+    os.mkfifo(gate)
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        session = h.ctx.terminals.get_session(agent, sid)
+        process = session._process  # type: ignore[attr-defined]
+        shell = session.shell_pid  # type: ignore[attr-defined]
+        op = h.ctx.terminals.start_send(
+            agent, sid, SendRequest(text=f"echo up > {up}; read -r _ < {gate}")
+        )
+        assert await asyncio.to_thread(up.read_text) == "up\n"  # the command is running
+        # The shell waits on the gate: typed input stays queued, unread, and is counted
+        # even right after the write (the count flushes the PTY's pending work first).
+        await process.write("echo queued\r")
+        assert process.unread_input() == len("echo queued\n")
+        before = process.wake_count(shell)
+        assert isinstance(before, int)
+        assert process.flush_input() is True
+        assert process.unread_input() == 0
+        await asyncio.to_thread(gate.write_text, "go\n")
+        result = await op.done
+        assert (result.wait_reason, result.exit_code) == (WaitReason.STDIN_READ, 0)
+        # The kernel echoed the typed line; flushed, it never ran.
+        assert "queued" not in result.viewport.split("\n"), result.viewport
+        after = process.wake_count(shell)
+        assert after is not None and after > before
+        check = await send(h, agent, sid, "echo $?")
+        assert check.viewport == "0\n"
