@@ -15,44 +15,74 @@ slave's, so fd 0 counts wherever devpts is mounted. ``getpass``, ``sudo`` and ``
 ``/dev/tty`` and read fd 3; that descriptor's link names the ``/dev/tty`` node itself (not
 ``/dev/pts/N``), and it counts when the reader's controlling terminal is the slave.
 
-Every positive answer is confirmed by re-reading the syscall line: if the thread moved on
-while its memory was read, the answer is False. Anything unreadable, any architecture
+Such a wait is proof that the program waits for the user only if nothing else can end
+it soon:
+
+* its timeout (``poll``'s milliseconds, the ``select``/``pselect6``/``ppoll`` time read
+  from the process's memory, ``epoll_wait``'s milliseconds) does not run out within
+  :data:`SHORT_WAIT_NS` — a program polling its keyboard every 100 ms is busy, not idle;
+* every other descriptor it waits on is its own (:class:`.channels.ChannelJudge`): a
+  wait on the terminal *and* a socket or another process's pipe may be a wait for the
+  network, as ``ssh`` and ``docker exec -it`` do.
+
+Every positive answer is confirmed by re-reading the syscall line, and for waits whose
+descriptors sit in memory also the thread's scheduler statistics: if the thread ran
+while we looked (it may re-enter the same call with the same arguments after rewriting
+its descriptor sets), the answer is False. Anything unreadable, any architecture
 without a table and any non-64-bit process is a miss, never a guess.
 """
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import stat
 import struct
 from collections.abc import Iterable
 
+import attrs
+
+from .channels import ChannelJudge
 from .inspector import TerminalIdentity
-from .procfs import PROC, iter_pids, read_stat
-from .syscalls import SyscallTable, Wait, current_table
+from .procfiles import ProcessFiles, epoll_entries
+from .procfs import PROC, iter_pids, read_bytes, read_stat, read_text
+from .syscalls import Limit, SyscallTable, Wait, WaitCall, current_table
 
-__all__ = ["LinuxStdinProbe"]
+__all__ = ["SHORT_WAIT_NS", "LinuxStdinProbe"]
 
+SHORT_WAIT_NS = 1_000_000_000  # a wait that ends by itself this soon is not proof
 _POLL_READ = 0x0001 | 0x0040  # POLLIN | POLLRDNORM
 _EPOLL_READ = 0x0001 | 0x0040  # EPOLLIN | EPOLLRDNORM
 _POLLFD = struct.Struct("<ihh")  # struct pollfd {int fd; short events; short revents;}
+_TIME = struct.Struct("<qq")  # struct timespec / struct timeval on 64-bit Linux
 _MAX_POLLFDS = 65536  # bounds one memory read; larger arrays are not inspected past it
 _MAX_SELECT_FDS = 1 << 20
 _ELF64_HEADER = b"\x7fELF\x02"
 _DEV_TTY = os.makedev(5, 0)  # /dev/tty: "my controlling terminal"
 _ELF_CACHE_MAX = 256
-_READ_SIZE = 4096
 _VOLUNTARY = "\nvoluntary_ctxt_switches:"
+
+
+@attrs.frozen
+class _WaitSet:
+    """The descriptors of one blocked call: those it reads, and every one that can wake it."""
+
+    reads: list[int]
+    wakes: list[int]
 
 
 class LinuxStdinProbe:
     """Exact probe over ``/proc``; ``table`` None (an unlisted architecture) means False."""
 
-    def __init__(self, table: SyscallTable | None = None, proc: str = PROC) -> None:
+    def __init__(
+        self,
+        table: SyscallTable | None = None,
+        proc: str = PROC,
+        channels: ChannelJudge | None = None,
+    ) -> None:
         self._table = table if table is not None else current_table()
         self._proc = proc
+        self._channels = channels if channels is not None else ChannelJudge(proc)
         self._elf64: dict[tuple[int, int, int], bool] = {}
 
     def terminal_of(self, master_fd: int) -> TerminalIdentity | None:
@@ -110,11 +140,13 @@ class LinuxStdinProbe:
         except OSError:
             return None
         wakes: int | None = None
-        for tid in tids:
-            if self._thread_reading(pid, tid, terminal):
-                if not count:
-                    return 0
-                wakes = (wakes or 0) + self._voluntary_switches(pid, tid)
+        with ProcessFiles(pid, self._proc) as files:
+            look = _Look(self, files, terminal)
+            for tid in tids:
+                if look.thread_reading(tid):
+                    if not count:
+                        return 0
+                    wakes = (wakes or 0) + self._voluntary_switches(pid, tid)
         return wakes
 
     def _members(self, pgid: int) -> Iterable[int]:
@@ -126,14 +158,16 @@ class LinuxStdinProbe:
                 yield pid
 
     def _voluntary_switches(self, pid: int, tid: str) -> int:
-        status = _read_text(f"{self._proc}/{pid}/task/{tid}/status")
+        status = read_text(f"{self._proc}/{pid}/task/{tid}/status")
         if status is not None:
             start = status.find(_VOLUNTARY)
             if start >= 0:
                 start += len(_VOLUNTARY)
                 end = status.find("\n", start)
-                with contextlib.suppress(ValueError):
+                try:
                     return int(status[start : end if end >= 0 else len(status)])
+                except ValueError:
+                    return 0
         return 0
 
     def _is_64bit(self, pid: int) -> bool:
@@ -148,7 +182,7 @@ class LinuxStdinProbe:
         key = (st.st_dev, st.st_ino, st.st_mtime_ns)
         known = self._elf64.get(key)
         if known is None:
-            header = _read_bytes(path, 5)
+            header = read_bytes(path, 5)
             if header is None:
                 return False
             known = header[:5] == _ELF64_HEADER
@@ -157,93 +191,178 @@ class LinuxStdinProbe:
             self._elf64[key] = known
         return known
 
-    def _thread_reading(self, pid: int, tid: str, terminal: TerminalIdentity) -> bool:
-        assert self._table is not None
-        path = f"{self._proc}/{pid}/task/{tid}/syscall"
-        line = _read_text(path)
+
+class _Look:
+    """One look at the threads of one process, sharing what was read about its files."""
+
+    def __init__(
+        self, probe: LinuxStdinProbe, files: ProcessFiles, terminal: TerminalIdentity
+    ) -> None:
+        assert probe._table is not None
+        self._table = probe._table
+        self._channels = probe._channels
+        self._proc = probe._proc
+        self._files = files
+        self._terminal = terminal
+        self._refers: dict[int, bool] = {}
+
+    def thread_reading(self, tid: str) -> bool:
+        """True if thread ``tid`` is blocked reading the terminal in a wait that is proof."""
+        path = f"{self._proc}/{self._files.pid}/task/{tid}/syscall"
+        line = read_text(path)
         if line is None:
             return False
         parsed = _parse_syscall(line)
         if parsed is None:
             return False
         number, args = parsed
-        wait = self._table.waits.get(number)
-        if wait is None:
+        call = self._table.waits.get(number)
+        if call is None:
             return False
-        if wait is Wait.READ:
-            hit = self._refers(pid, args[0], terminal)
-        elif wait is Wait.SELECT:
-            hit = self._select_hit(pid, args[0], args[1], terminal)
-        elif wait is Wait.POLL:
-            hit = self._poll_hit(pid, args[0], args[1], terminal)
-        else:
-            hit = self._epoll_hit(pid, args[0], terminal)
-        # The thread may have returned and re-entered elsewhere while we looked.
-        return hit and _read_text(path) == line
+        if call.kind is Wait.READ:
+            return self.refers(args[0]) and read_text(path) == line
+        # The wait's descriptors and timeout are read from memory the thread rewrites
+        # whenever it re-enters the call (often with an identical syscall line), so the
+        # thread must not have run at all between here and the final look.
+        before = self._runs(tid)
+        if before is None:
+            return False
+        waits = self._wait_set(call.kind, args)
+        proof = (
+            waits is not None
+            and any(self.refers(fd) for fd in waits.reads)
+            and not self._ends_soon(call, args)
+            and self._channels.only_own(self._files, waits.wakes, self.refers)
+        )
+        return proof and read_text(path) == line and self._runs(tid) == before
 
-    def _refers(self, pid: int, fd: int, terminal: TerminalIdentity) -> bool:
+    def _runs(self, tid: str) -> bytes | None:
+        """Something that changes whenever the thread runs: its scheduler statistics
+        (run time, wait time, time slices), or its context-switch counts without them."""
+        base = f"{self._proc}/{self._files.pid}/task/{tid}"
+        runs = read_bytes(f"{base}/schedstat")
+        if runs is not None:
+            return runs
+        status = read_bytes(f"{base}/status")
+        if status is None:
+            return None
+        start = status.find(b"voluntary_ctxt_switches:")
+        return status[start:] if start >= 0 else None
+
+    def refers(self, fd: int) -> bool:
+        """True if ``fd`` of this process is the session's terminal."""
+        known = self._refers.get(fd)
+        if known is None:
+            known = self._refers[fd] = self._refers_now(fd)
+        return known
+
+    def _refers_now(self, fd: int) -> bool:
         if fd < 0 or fd > 0x7FFFFFFF:
             return False
-        try:
-            st = os.stat(f"{self._proc}/{pid}/fd/{fd}")
-        except OSError:
+        st = self._files.stat(fd)
+        if st is None:
             return False
-        if (st.st_dev, st.st_ino) == (terminal.device, terminal.inode):
+        if (st.st_dev, st.st_ino) == (self._terminal.device, self._terminal.inode):
             return True
         if stat.S_ISCHR(st.st_mode) and st.st_rdev == _DEV_TTY:
-            ctty = read_stat(pid, self._proc)
-            return ctty is not None and ctty.tty_nr != 0 and ctty.tty_nr == terminal.rdev
+            ctty = read_stat(self._files.pid, self._proc)
+            return ctty is not None and ctty.tty_nr != 0 and ctty.tty_nr == self._terminal.rdev
         return False
 
-    def _select_hit(self, pid: int, nfds: int, readfds: int, terminal: TerminalIdentity) -> bool:
+    def _ends_soon(self, call: WaitCall, args: list[int]) -> bool:
+        """True if the wait gives up by itself within :data:`SHORT_WAIT_NS`, or its
+        timeout cannot be read."""
+        if call.limit is Limit.NONE:
+            return False
+        value = args[call.limit_arg]
+        if call.limit is Limit.MILLIS:
+            millis = value & 0xFFFFFFFF
+            if millis >= 1 << 31:
+                return False  # negative: no timeout
+            return millis * 1_000_000 <= SHORT_WAIT_NS
+        if value == 0:
+            return False  # NULL: no timeout
+        raw = self._files.memory(value, _TIME.size)
+        if raw is None:
+            return True
+        seconds, fraction = _TIME.unpack(raw)
+        scale = 1000 if call.limit is Limit.TIMEVAL else 1
+        total: int = seconds * 1_000_000_000 + fraction * scale
+        return total <= SHORT_WAIT_NS
+
+    def _wait_set(self, kind: Wait, args: list[int]) -> _WaitSet | None:
+        if kind is Wait.SELECT:
+            return self._select_set(args[0], args[1], args[2], args[3])
+        if kind is Wait.POLL:
+            return self._poll_set(args[0], args[1])
+        return self._epoll_set(args[0])
+
+    def _select_set(
+        self, nfds: int, readfds: int, writefds: int, exceptfds: int
+    ) -> _WaitSet | None:
         if readfds == 0 or nfds <= 0:
-            return False
+            return None
         nfds = min(nfds, _MAX_SELECT_FDS)
-        bitmap = _read_memory(self._proc, pid, readfds, (nfds + 7) // 8)
+        reads = self._fd_set(readfds, nfds)
+        if reads is None:
+            return None
+        wakes = list(reads)
+        for address in (writefds, exceptfds):
+            if address:
+                more = self._fd_set(address, nfds)
+                if more is None:
+                    return None
+                wakes.extend(more)
+        return _WaitSet(reads=reads, wakes=wakes)
+
+    def _fd_set(self, address: int, nfds: int) -> list[int] | None:
+        bitmap = self._files.memory(address, (nfds + 7) // 8)
         if bitmap is None:
-            return False
+            return None
+        fds: list[int] = []
         # Both supported architectures are little-endian: bit n is byte n//8, bit n%8.
         for index, byte in enumerate(bitmap):
             while byte:
                 low = byte & -byte
                 fd = index * 8 + low.bit_length() - 1
                 byte ^= low
-                if fd < nfds and self._refers(pid, fd, terminal):
-                    return True
-        return False
+                if fd < nfds:
+                    fds.append(fd)
+        return fds
 
-    def _poll_hit(self, pid: int, fds: int, nfds: int, terminal: TerminalIdentity) -> bool:
-        if fds == 0 or nfds <= 0:
-            return False
-        count = min(nfds, _MAX_POLLFDS)
-        raw = _read_memory(self._proc, pid, fds, count * _POLLFD.size)
+    def _poll_set(self, address: int, nfds: int) -> _WaitSet | None:
+        if address == 0 or nfds <= 0 or nfds > _MAX_POLLFDS:
+            return None
+        raw = self._files.memory(address, nfds * _POLLFD.size)
         if raw is None:
-            return False
-        seen: set[int] = set()
+            return None
+        reads: list[int] = []
+        wakes: list[int] = []
         for fd, events, _revents in _POLLFD.iter_unpack(raw):
-            if fd >= 0 and events & _POLL_READ and fd not in seen:
-                seen.add(fd)
-                if self._refers(pid, fd, terminal):
-                    return True
-        return False
+            if fd < 0:
+                continue  # ignored by poll
+            wakes.append(fd)  # even with no events asked for, hang-up and errors wake it
+            if events & _POLL_READ:
+                reads.append(fd)
+        return _WaitSet(reads=reads, wakes=wakes)
 
-    def _epoll_hit(self, pid: int, epfd: int, terminal: TerminalIdentity) -> bool:
-        info = _read_text(f"{self._proc}/{pid}/fdinfo/{epfd}")
-        if info is None:
-            return False
-        for line in info.splitlines():
-            # "tfd:        0 events:       19 data: ... pos:0 ino:5 sdev:18"
-            if not line.startswith("tfd:"):
+    def _epoll_set(self, epfd: int) -> _WaitSet | None:
+        info = self._files.info(epfd)
+        entries = epoll_entries(info) if info is not None else None
+        if entries is None:
+            return None
+        reads: list[int] = []
+        wakes: list[int] = []
+        for entry in entries:
+            if not entry.armed:
                 continue
-            fields = line.split()
-            try:
-                fd = int(fields[1])
-                events = int(fields[fields.index("events:") + 1], 16)
-            except (IndexError, ValueError):
-                continue
-            if events & _EPOLL_READ and self._refers(pid, fd, terminal):
-                return True
-        return False
+            st = self._files.stat(entry.fd)
+            if st is None or st.st_ino != entry.inode:
+                return None  # the number now names another file: the watched one is unseen
+            wakes.append(entry.fd)
+            if entry.events & _EPOLL_READ:
+                reads.append(entry.fd)
+        return _WaitSet(reads=reads, wakes=wakes)
 
 
 def _pty_number(master_fd: int, request: int) -> int | None:
@@ -252,40 +371,6 @@ def _pty_number(master_fd: int, request: int) -> int | None:
     except OSError:
         return None
     return int(struct.unpack("I", raw)[0])
-
-
-def _read_bytes(path: str, limit: int | None = None) -> bytes | None:
-    """Read a small file (at most ``limit`` bytes) with bare system calls; None on failure.
-
-    ``/proc`` files are read on every readiness probe, so this skips the buffered file
-    object (and its extra ``fstat``/``ioctl``/``lseek`` calls): a read shorter than
-    asked for is the end of a ``/proc`` file, so a small file costs open, read, close.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        size = limit if limit is not None else _READ_SIZE
-        data = os.read(fd, size)
-        if limit is None and len(data) == size:
-            parts = [data]
-            while True:
-                more = os.read(fd, _READ_SIZE)
-                if not more:
-                    break
-                parts.append(more)
-            data = b"".join(parts)
-        return data
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
-def _read_text(path: str) -> str | None:
-    data = _read_bytes(path)
-    return data.decode("ascii", "replace") if data is not None else None
 
 
 def _parse_syscall(line: str) -> tuple[int, list[int]] | None:
@@ -301,21 +386,3 @@ def _parse_syscall(line: str) -> tuple[int, list[int]] | None:
     if number < 0:
         return None
     return number, args
-
-
-def _read_memory(proc: str, pid: int, address: int, size: int) -> bytes | None:
-    """Read ``size`` bytes at ``address`` of ``pid``; None on any failure or short read."""
-    if size <= 0 or address <= 0 or address + size > 1 << 63:
-        return None
-    try:
-        fd = os.open(f"{proc}/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        data = os.pread(fd, size, address)
-    except (OSError, OverflowError):
-        return None
-    finally:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    return data if len(data) == size else None

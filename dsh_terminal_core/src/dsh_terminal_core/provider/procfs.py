@@ -12,9 +12,10 @@ from collections.abc import Iterator
 
 import attrs
 
-__all__ = ["ProcStat", "iter_pids", "read_stat"]
+__all__ = ["ProcStat", "iter_pids", "last_pid", "read_bytes", "read_stat", "read_text"]
 
 PROC = "/proc"
+_READ_SIZE = 4096
 
 
 @attrs.frozen(kw_only=True)
@@ -33,10 +34,8 @@ class ProcStat:
 
 def read_stat(pid: int, proc: str = PROC) -> ProcStat | None:
     """Read ``/proc/<pid>/stat``; None if the process is gone or the file is unreadable."""
-    try:
-        with open(f"{proc}/{pid}/stat", "rb") as handle:
-            raw = handle.read()
-    except OSError:
+    raw = read_bytes(f"{proc}/{pid}/stat")
+    if raw is None:
         return None
     # The command name is parenthesised and may itself contain spaces or ')'.
     close = raw.rfind(b")")
@@ -67,3 +66,53 @@ def iter_pids(proc: str = PROC) -> Iterator[int]:
     for entry in entries:
         if entry.isdigit():
             yield int(entry)
+
+
+def read_bytes(path: str, limit: int | None = None) -> bytes | None:
+    """Read a small file (at most ``limit`` bytes) with bare system calls; None on failure.
+
+    ``/proc`` files are read on every readiness probe, so this skips the buffered file
+    object (and its extra ``fstat``/``ioctl``/``lseek`` calls): a read shorter than
+    asked for is the end of a ``/proc`` file, so a small file costs open, read, close.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        size = limit if limit is not None else _READ_SIZE
+        data = os.read(fd, size)
+        if limit is None and len(data) == size:
+            parts = [data]
+            while True:
+                more = os.read(fd, _READ_SIZE)
+                if not more:
+                    break
+                parts.append(more)
+            data = b"".join(parts)
+        return data
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str) -> str | None:
+    """:func:`read_bytes` decoded as ASCII (``/proc`` text), None on failure."""
+    data = read_bytes(path)
+    return data.decode("ascii", "replace") if data is not None else None
+
+
+def last_pid(proc: str = PROC) -> int | None:
+    """The pid most recently handed out (the last field of ``/proc/loadavg``).
+
+    Pids are allocated in increasing order, so while this number stands still no process
+    has been created anywhere: facts about who holds which file cannot have spread.
+    """
+    raw = read_bytes(f"{proc}/loadavg")
+    if raw is None:
+        return None
+    try:
+        return int(raw.split()[-1])
+    except (IndexError, ValueError):
+        return None

@@ -12,7 +12,7 @@ import platform
 
 import attrs
 
-__all__ = ["SyscallTable", "Wait", "current_table", "table_for"]
+__all__ = ["Limit", "SyscallTable", "Wait", "WaitCall", "current_table", "table_for"]
 
 
 class Wait(enum.Enum):
@@ -24,6 +24,24 @@ class Wait(enum.Enum):
     EPOLL = "epoll"  # arg0 the epoll fd
 
 
+class Limit(enum.Enum):
+    """How a blocked syscall states when it gives up waiting by itself."""
+
+    NONE = "none"  # no timeout argument: waits until woken
+    MILLIS = "millis"  # an int of milliseconds in a register; negative means forever
+    TIMEVAL = "timeval"  # a pointer to struct timeval; NULL means forever
+    TIMESPEC = "timespec"  # a pointer to struct timespec; NULL means forever
+
+
+@attrs.frozen
+class WaitCall:
+    """One waiting syscall: how it names descriptors, and where its timeout argument is."""
+
+    kind: Wait
+    limit: Limit = Limit.NONE
+    limit_arg: int = 0  # argument index of the timeout, unused for Limit.NONE
+
+
 @attrs.frozen(kw_only=True)
 class SyscallTable:
     """Syscall numbers that can mean "waiting for input", for one architecture.
@@ -33,7 +51,7 @@ class SyscallTable:
     """
 
     machine: str
-    waits: dict[int, Wait]
+    waits: dict[int, WaitCall]
     tiocgptn: int = 0x80045430
     tiocgptpeer: int = 0x5441
 
@@ -42,15 +60,15 @@ class SyscallTable:
 _X86_64 = SyscallTable(
     machine="x86_64",
     waits={
-        0: Wait.READ,  # read
-        19: Wait.READ,  # readv
-        23: Wait.SELECT,  # select
-        270: Wait.SELECT,  # pselect6
-        7: Wait.POLL,  # poll
-        271: Wait.POLL,  # ppoll
-        232: Wait.EPOLL,  # epoll_wait
-        281: Wait.EPOLL,  # epoll_pwait
-        441: Wait.EPOLL,  # epoll_pwait2
+        0: WaitCall(Wait.READ),  # read
+        19: WaitCall(Wait.READ),  # readv
+        23: WaitCall(Wait.SELECT, Limit.TIMEVAL, 4),  # select
+        270: WaitCall(Wait.SELECT, Limit.TIMESPEC, 4),  # pselect6
+        7: WaitCall(Wait.POLL, Limit.MILLIS, 2),  # poll
+        271: WaitCall(Wait.POLL, Limit.TIMESPEC, 2),  # ppoll
+        232: WaitCall(Wait.EPOLL, Limit.MILLIS, 3),  # epoll_wait
+        281: WaitCall(Wait.EPOLL, Limit.MILLIS, 3),  # epoll_pwait
+        441: WaitCall(Wait.EPOLL, Limit.TIMESPEC, 3),  # epoll_pwait2
     },
 )
 
@@ -58,12 +76,12 @@ _X86_64 = SyscallTable(
 _AARCH64 = SyscallTable(
     machine="aarch64",
     waits={
-        63: Wait.READ,  # read
-        65: Wait.READ,  # readv
-        72: Wait.SELECT,  # pselect6
-        73: Wait.POLL,  # ppoll
-        22: Wait.EPOLL,  # epoll_pwait
-        441: Wait.EPOLL,  # epoll_pwait2
+        63: WaitCall(Wait.READ),  # read
+        65: WaitCall(Wait.READ),  # readv
+        72: WaitCall(Wait.SELECT, Limit.TIMESPEC, 4),  # pselect6
+        73: WaitCall(Wait.POLL, Limit.TIMESPEC, 2),  # ppoll
+        22: WaitCall(Wait.EPOLL, Limit.MILLIS, 3),  # epoll_pwait
+        441: WaitCall(Wait.EPOLL, Limit.TIMESPEC, 3),  # epoll_pwait2
     },
 )
 

@@ -1,0 +1,232 @@
+"""Whether the other wake-ups of a terminal wait belong to the waiting process itself.
+
+A process blocked on the terminal *and* on a channel to someone else — a TCP or UDP
+socket, a unix socket or pipe whose other end another process holds — may be waiting
+for that someone (``ssh``, ``docker exec -it`` and ``kubectl exec -it`` wait like this),
+so the wait says nothing about the user. A wait whose only other wake-ups are the
+process's own event sources still means "waiting for input": REPLs built on an event
+loop watch the terminal next to their own ``eventfd``, ``timerfd``, ``signalfd``,
+``inotify`` instance or a self-pipe (a pipe or socketpair both of whose ends they hold).
+
+"Holds both ends" is read from ``/proc``: a pipe is the process's own when it also holds
+a descriptor on the same pipe opened for writing; a unix socket is its own when the
+socket at the other end (asked of the kernel, :mod:`.unixdiag`) is among its
+descriptors. Either way no other process that could have inherited the other end — a
+descendant, or an ancestor in the same terminal session — may hold it too. Anything
+that cannot be determined (an unreadable table, an unknown descriptor kind, a socket the
+kernel will not describe) counts as someone else's, so the wait is not proof.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Callable, Iterable
+
+import attrs
+
+from .procfiles import ProcessFiles, epoll_entries
+from .procfs import PROC, ProcStat, iter_pids, last_pid, read_stat
+from .unixdiag import UnixPeers
+
+__all__ = ["ChannelJudge"]
+
+_EVENT_LINKS = frozenset(
+    {"anon_inode:[eventfd]", "anon_inode:[timerfd]", "anon_inode:[signalfd]", "anon_inode:inotify"}
+)
+_EPOLL_LINK = "anon_inode:[eventpoll]"
+_MAX_NESTING = 4  # epoll instances watching epoll instances
+_MAX_RELATIVES = 64  # processes looked through for a copy of the other end
+_MAX_ANCESTORS = 16
+_VERDICTS_MAX = 256
+
+
+@attrs.frozen
+class _Verdict:
+    """Who else held the other ends when last looked, and the newest pid at that time."""
+
+    holder: int | None
+    last_pid: int | None
+
+
+class ChannelJudge:
+    """Decides whether descriptors in a wait are all the waiting process's own."""
+
+    def __init__(self, proc: str = PROC, peers: UnixPeers | None = None) -> None:
+        self._proc = proc
+        self._peers = peers if peers is not None else UnixPeers()
+        self._verdicts: dict[tuple[int, int, frozenset[str]], _Verdict] = {}
+
+    def only_own(
+        self, files: ProcessFiles, fds: Iterable[int], is_terminal: Callable[[int], bool]
+    ) -> bool:
+        """True if every fd in ``fds`` is the terminal or one of the process's own event
+        sources, so nothing but the user or the process itself can end the wait."""
+        pipes: set[str] = set()
+        peers: set[str] = set()
+        if not self._sort(files, fds, is_terminal, pipes, peers, 0):
+            return False
+        if not pipes and not peers:
+            return True
+        table = files.table()
+        if table is None:
+            return False
+        if any(peer not in table for peer in peers):
+            return False
+        for pipe in pipes:
+            if not any(files.writable(fd) for fd in table.get(pipe, ())):
+                return False
+        return not self._held_elsewhere(files.pid, pipes | peers)
+
+    def _sort(
+        self,
+        files: ProcessFiles,
+        fds: Iterable[int],
+        is_terminal: Callable[[int], bool],
+        pipes: set[str],
+        peers: set[str],
+        depth: int,
+    ) -> bool:
+        """Check what can be judged alone; collect the pipes and socket peers whose other
+        end must be found. False as soon as one descriptor is someone else's."""
+        for fd in fds:
+            if is_terminal(fd):
+                continue
+            link = files.link(fd)
+            if link is None:
+                return False
+            if link in _EVENT_LINKS:
+                continue
+            if link.startswith("pipe:["):
+                pipes.add(link)
+                continue
+            if link.startswith("socket:["):
+                peer = self._peers.peer_of(_inode(link))
+                if peer is None:
+                    return False  # not a connected unix socket of this namespace
+                peers.add(f"socket:[{peer}]")
+                continue
+            if link == _EPOLL_LINK:
+                nested = self._watched(files, fd) if depth < _MAX_NESTING else None
+                if nested is None or not self._sort(
+                    files, nested, is_terminal, pipes, peers, depth + 1
+                ):
+                    return False
+                continue
+            if link.startswith("/"):
+                # A regular file or directory is always ready, so it never holds a wait.
+                st = files.stat(fd)
+                if st is not None and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                    continue
+            return False
+        return True
+
+    def _watched(self, files: ProcessFiles, epfd: int) -> list[int] | None:
+        info = files.info(epfd)
+        entries = epoll_entries(info) if info is not None else None
+        if entries is None:
+            return None
+        watched: list[int] = []
+        for entry in entries:
+            if not entry.armed:
+                continue
+            st = files.stat(entry.fd)
+            if st is None or st.st_ino != entry.inode:
+                return None  # the number now names another file: the watched one is unseen
+            watched.append(entry.fd)
+        return watched
+
+    def _held_elsewhere(self, pid: int, links: set[str]) -> bool:
+        """True if a relative of ``pid`` holds any of ``links``, or that cannot be ruled out.
+
+        Finding relatives takes one scan of ``/proc`` (there is no cheaper way to list a
+        process's descendants on kernels without ``/proc/<pid>/task/<tid>/children``), so
+        the answer is remembered: "nobody else" stands while no process has been created
+        anywhere since (:func:`last_pid` unchanged); "someone else" stands while that
+        holder still holds it.
+        """
+        own = read_stat(pid, self._proc)
+        if own is None:
+            return True
+        key = (pid, own.starttime, frozenset(links))
+        known = self._verdicts.get(key)
+        if known is not None:
+            if (
+                known.holder is None
+                and known.last_pid is not None
+                and known.last_pid == last_pid(self._proc)
+            ):
+                return False
+            if known.holder is not None and self._holds(known.holder, links):
+                return True
+        stamp = last_pid(self._proc)
+        relatives = self._relatives(own)
+        holder: int | None = None
+        if relatives is None:
+            self._verdicts.pop(key, None)
+            return True
+        for other in relatives:
+            if self._holds(other, links):
+                holder = other
+                break
+        if len(self._verdicts) >= _VERDICTS_MAX:
+            self._verdicts.clear()
+        self._verdicts[key] = _Verdict(holder=holder, last_pid=stamp)
+        return holder is not None
+
+    def _holds(self, pid: int, links: set[str]) -> bool:
+        base = f"{self._proc}/{pid}/fd"
+        try:
+            names = os.listdir(base)
+        except (FileNotFoundError, ProcessLookupError):
+            return False  # gone: it holds nothing any more
+        except OSError:
+            return True  # unreadable: cannot be ruled out
+        for name in names:
+            try:
+                if os.readlink(f"{base}/{name}") in links:
+                    return True
+            except OSError:
+                continue
+        return False
+
+    def _relatives(self, own: ProcStat) -> list[int] | None:
+        """Processes that could share ``own``'s descriptors by inheritance: its ancestors
+        inside its session and all its descendants. None if they cannot all be found."""
+        parents: dict[int, int] = {}
+        sessions: dict[int, int] = {}
+        for other in iter_pids(self._proc):
+            found = read_stat(other, self._proc)
+            if found is not None:
+                parents[other] = found.ppid
+                sessions[other] = found.session
+        relatives: list[int] = []
+        parent = own.ppid
+        for _ in range(_MAX_ANCESTORS):
+            if parent <= 1 or own.session == own.pid or sessions.get(parent) != own.session:
+                break
+            relatives.append(parent)
+            if parent == own.session:
+                break
+            parent = parents.get(parent, 0)
+        else:
+            return None
+        children: dict[int, list[int]] = {}
+        for child, parent in parents.items():
+            children.setdefault(parent, []).append(child)
+        frontier = [own.pid]
+        while frontier:
+            for child in children.get(frontier.pop(), ()):
+                relatives.append(child)
+                frontier.append(child)
+            if len(relatives) > _MAX_RELATIVES:
+                return None
+        return relatives
+
+
+def _inode(link: str) -> int:
+    """The inode in ``socket:[123]``; 0 if malformed."""
+    try:
+        return int(link[link.index("[") + 1 : -1])
+    except ValueError:
+        return 0
