@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from dsh_terminal_core.provider.census import processes_with_env
+from dsh_terminal_core.provider.forkclient import server_script
 
 # Shells inherit this from the test process (it is neither DSH_* nor credential-shaped), so
 # the leak check counts only shells started by this run, not by another run on the machine.
@@ -31,11 +32,15 @@ def _terminal_fds() -> set[str]:
     return found
 
 
+_FORK_SERVER = str(server_script())
+
+
 def _live_descendants() -> set[tuple[int, float]]:
+    """Live processes under this one, except the fork server that lives as long as it."""
     alive: set[tuple[int, float]] = set()
     for child in psutil.Process().children(recursive=True):
         try:
-            if child.status() != psutil.STATUS_ZOMBIE:
+            if child.status() != psutil.STATUS_ZOMBIE and _FORK_SERVER not in child.cmdline():
                 alive.add((child.pid, child.create_time()))
         except psutil.Error:
             continue

@@ -6,8 +6,11 @@ import contextlib
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import psutil
+
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.provider.forkclient import server_script
 from dsh_terminal_core.terminals import SendRequest, SendResult, SpawnRequest
 
 
@@ -33,3 +36,22 @@ async def open_shell(h: Harness, agent: Agent, name: str | None = None) -> str:
 async def send(h: Harness, agent: Agent, session_id: str, text: str, submit: bool = True) -> SendResult:
     op = h.ctx.terminals.start_send(agent, session_id, SendRequest(text=text, submit=submit))
     return await op.done  # type: ignore[no-any-return]
+
+
+_FORK_SERVER = str(server_script())
+
+
+def own_descendants() -> list[psutil.Process]:
+    """Descendants of this process, without the terminal fork server.
+
+    The fork server starts with the first terminal and lives as long as this process;
+    the terminals it starts are still descendants and are listed.
+    """
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if _FORK_SERVER not in child.cmdline():
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found

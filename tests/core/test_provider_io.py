@@ -12,6 +12,8 @@ from typing import Any
 
 import psutil
 import pytest
+
+from ..helpers import own_descendants
 from dsh_terminal_core.errors import TerminalError, UnsupportedPlatform
 from dsh_terminal_core.provider import (
     LocalTerminalProcess,
@@ -66,7 +68,7 @@ def _fd_count() -> int:
 def _live_children() -> set[int]:
     return {
         child.pid
-        for child in psutil.Process().children(recursive=True)
+        for child in own_descendants()
         if child.status() != psutil.STATUS_ZOMBIE
     }
 

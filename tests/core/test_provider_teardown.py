@@ -12,6 +12,8 @@ from typing import Any
 
 import psutil
 import pytest
+
+from ..helpers import own_descendants
 from dsh_terminal_core.provider import (
     LocalTerminalProcess,
     LocalTerminalProvider,
@@ -213,7 +215,7 @@ def _fd_count() -> int:
 
 
 def _children() -> list[psutil.Process]:
-    return psutil.Process().children(recursive=True)
+    return own_descendants()
 
 
 async def test_spawn_terminate_cycles_leak_nothing() -> None:

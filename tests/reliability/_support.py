@@ -14,6 +14,8 @@ import psutil
 
 from dsh_terminal_core.sandbox.bwrap import BwrapConfig, BwrapSandbox
 
+from ..helpers import own_descendants
+
 BWRAP_USABLE = BwrapSandbox(BwrapConfig()).available()
 
 
@@ -124,7 +126,7 @@ def fd_count() -> int:
 def child_counts() -> tuple[int, int]:
     """(live, zombie) descendants of this process."""
     live = zombies = 0
-    for child in psutil.Process().children(recursive=True):
+    for child in own_descendants():
         try:
             if child.status() == psutil.STATUS_ZOMBIE:
                 zombies += 1

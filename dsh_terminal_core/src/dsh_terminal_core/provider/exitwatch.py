@@ -5,6 +5,9 @@ any other descriptor. Where ``pidfd_open`` is missing or refused (macOS, kernels
 5.3, seccomp filters) a daemon thread blocks in ``waitid(..., WEXITED | WNOWAIT)`` and
 hands the event to the loop. Either way the child is left a zombie: the owner reaps it
 after capturing what still belongs to the session, while the pid cannot be reused.
+
+A child that is not this process's own (started by the fork server) can only be watched
+through a pidfd; its pidfd is handed in and there is no thread fallback.
 """
 
 from __future__ import annotations
@@ -22,16 +25,22 @@ class ExitWatch:
     """Call ``on_exit`` once, on the loop, after child ``pid`` has exited.
 
     ``pidfd`` is the child's pidfd while the watch holds one (None on the thread
-    fallback); it lets the owner signal the child without any pid race.
+    fallback); it lets the owner signal the child without any pid race. A ``pidfd``
+    given here is owned by the watch from now on (closed by :meth:`close`).
     """
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, pid: int, on_exit: Callable[[], None]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        pid: int,
+        on_exit: Callable[[], None],
+        *,
+        pidfd: int | None = None,
     ) -> None:
         self._loop = loop
         self._pid = pid
         self._on_exit = on_exit
-        self._pidfd: int | None = None
+        self._pidfd: int | None = pidfd
         self._fired = False
         self._closed = False
 
@@ -46,7 +55,7 @@ class ExitWatch:
     def start(self) -> None:
         """Begin watching; must be called on the loop's thread."""
         opener = getattr(os, "pidfd_open", None)
-        if opener is not None:
+        if self._pidfd is None and opener is not None:
             try:
                 self._pidfd = opener(self._pid)
             except OSError:

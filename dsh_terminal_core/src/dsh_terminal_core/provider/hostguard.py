@@ -14,7 +14,7 @@ import sys
 import threading
 from pathlib import Path
 
-__all__ = ["forget_session", "guard_session"]
+__all__ = ["forget_session", "guard_session", "prestart"]
 
 _GUARDIAN = Path(__file__).with_name("guardian.py")
 
@@ -49,6 +49,14 @@ def _ensure_started() -> int | None:
     threading.Thread(target=child.wait, name="dsh-guardian-reap", daemon=True).start()
     _write_fd, _owner_pid = write_fd, os.getpid()
     return write_fd
+
+
+def prestart() -> None:
+    """Start the guardian now (from a thread that may block), so no event loop has to."""
+    if not sys.platform.startswith("linux"):
+        return
+    with _lock:
+        _ensure_started()
 
 
 def _send(line: str) -> None:

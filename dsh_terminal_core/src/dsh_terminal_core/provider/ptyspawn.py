@@ -1,35 +1,169 @@
-"""Start a child on a fresh PTY through ptyprocess, and own nothing of ptyprocess after.
+"""Start a child on a fresh PTY, off the event loop where the platform allows.
+
+On Linux the fork server (``forkserver.py``) forks and execs the child, so the host's
+event loop never stalls on a fork of its own large interpreter; the host receives the
+master and a pidfd, and the server reaps the child when asked. Where the server cannot
+run (no ``pidfd_open``, or it failed to start — said in the log), the child is forked
+in-process through ptyprocess, which blocks the loop for the few milliseconds a fork and
+exec take.
 
 ptyprocess does the fork/exec dance well (exec errors come back through a pipe), but its
 object owns the master through a file object, kills and sleeps in ``__del__`` and raises
-bare builtins. This module takes the pid and a private duplicate of the master, disarms
-the ptyprocess object, and turns every failure into ``TerminalError("SPAWN_FAILED")``
-after killing and reaping any child that was forked, so a failed spawn leaves nothing.
+bare builtins. The in-process path takes the pid and a private duplicate of the master,
+disarms the ptyprocess object, and turns every failure into
+``TerminalError("SPAWN_FAILED")`` after killing and reaping any child that was forked, so
+a failed spawn leaves nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import shutil
 import signal
+import sys
 import threading
 from collections.abc import Mapping, Sequence
+from typing import Literal, Protocol
 
 import attrs
 from ptyprocess import PtyProcess
 
 from ..errors import TerminalError
+from .forkclient import fork_server
 
-__all__ = ["SpawnedPty", "spawn_pty"]
+__all__ = ["PtyChild", "SpawnedPty", "Spawner", "spawn_pty", "spawn_pty_in_process"]
+
+_log = logging.getLogger(__name__)
+
+Spawner = Literal["fork-server", "in-process"]
+
+
+class PtyChild(Protocol):
+    """Who reaps the PTY child: this process, or the fork server on its behalf."""
+
+    async def reap(self) -> int | None:
+        """Reap the exited child; return its raw wait status, None if it is lost."""
+        ...
+
+    def abandon(self) -> None:
+        """SIGKILL and reap a child whose handle could not be built; idempotent."""
+        ...
 
 
 @attrs.frozen(kw_only=True)
 class SpawnedPty:
-    """A child that has exec'd on a PTY; ``master_fd`` is non-blocking and close-on-exec."""
+    """A child that has exec'd on a PTY; ``master_fd`` is non-blocking and close-on-exec.
+
+    ``pidfd`` is set when the child is not this process's own (fork server): it is the
+    only race-free way to watch and signal it, and belongs to whoever takes it.
+    """
 
     pid: int
     master_fd: int
+    child: PtyChild
+    pidfd: int | None = None
+
+
+async def spawn_pty(
+    argv: Sequence[str],
+    *,
+    cwd: str | None,
+    env: Mapping[str, str],
+    rows: int,
+    cols: int,
+    spawner: Spawner = "fork-server",
+) -> SpawnedPty:
+    """Start ``argv`` on a new PTY; the child leads a new session on it.
+
+    The executable is resolved on the child's ``PATH``; ``cwd`` None means this process's
+    current directory. With the fork server the loop only sends a request and receives
+    the master; in-process (``spawner="in-process"`` or no server) the loop blocks until
+    the child has exec'd.
+
+    Raises:
+        TerminalError: ``SPAWN_FAILED`` when the executable is missing or not executable,
+            ``cwd`` is unusable, or exec fails; no process or descriptor is left behind.
+    """
+    executable = _checked(argv, cwd, env)
+    if spawner == "fork-server" and _server_supported():
+        if cwd is None:
+            try:
+                cwd = os.getcwd()
+            except OSError as exc:
+                raise TerminalError(
+                    f"cannot spawn {argv[0]!r}: the current directory is unusable: {exc}",
+                    "SPAWN_FAILED",
+                ) from exc
+        served = await fork_server().spawn(
+            executable, [executable, *argv[1:]], cwd=cwd, env=env, rows=rows, cols=cols
+        )
+        if served is not None:
+            return SpawnedPty(
+                pid=served.pid, master_fd=served.master_fd, pidfd=served.pidfd, child=served
+            )
+    return spawn_pty_in_process(argv, cwd=cwd, env=env, rows=rows, cols=cols)
+
+
+def prestart_server() -> None:
+    """Start the fork server in the background now, so the first open need not wait."""
+    if _server_supported():
+        fork_server().prestart()
+
+
+_supported: bool | None = None
+
+
+def _server_supported() -> bool:
+    """The fork server needs Linux and ``pidfd_open`` (exit events of a non-child)."""
+    global _supported
+    if _supported is None:
+        _supported = False
+        opener = getattr(os, "pidfd_open", None)
+        if sys.platform.startswith("linux") and opener is not None:
+            try:
+                os.close(opener(os.getpid()))
+                _supported = True
+            except OSError as exc:
+                _log.warning(
+                    "pidfd_open is refused (%s); terminals are spawned in-process, "
+                    "which blocks the event loop for each open",
+                    exc,
+                )
+    return _supported
+
+
+def _checked(argv: Sequence[str], cwd: str | None, env: Mapping[str, str]) -> str:
+    if not argv:
+        raise TerminalError("cannot spawn a terminal: argv is empty", "SPAWN_FAILED")
+    executable = _resolve(argv[0], env.get("PATH"))
+    if cwd is not None and not os.path.isdir(cwd):
+        raise TerminalError(
+            f"cannot spawn {argv[0]!r}: working directory {cwd!r} is not an existing directory",
+            "SPAWN_FAILED",
+        )
+    return executable
+
+
+@attrs.define
+class _OwnChild:
+    """A child of this process: reaped here."""
+
+    pid: int
+
+    async def reap(self) -> int | None:
+        try:
+            _, raw = os.waitpid(self.pid, 0)  # it has exited: this does not block
+        except ChildProcessError:
+            return None
+        return raw
+
+    def abandon(self) -> None:
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)  # unreaped, so the pid is still ours
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
 
 
 class _TrackedPty(PtyProcess):  # type: ignore[misc]
@@ -47,7 +181,7 @@ class _TrackedPty(PtyProcess):  # type: ignore[misc]
         _TrackedPty._made.instance = self
 
 
-def spawn_pty(
+def spawn_pty_in_process(
     argv: Sequence[str],
     *,
     cwd: str | None,
@@ -55,23 +189,13 @@ def spawn_pty(
     rows: int,
     cols: int,
 ) -> SpawnedPty:
-    """Fork and exec ``argv`` on a new PTY; the child leads a new session on it.
+    """Fork and exec ``argv`` on a new PTY from this process (blocks the calling thread).
 
-    The executable is resolved on the child's ``PATH``. Blocks only until the child has
-    exec'd (ptyprocess waits on its exec-error pipe), a few milliseconds.
-
-    Raises:
-        TerminalError: ``SPAWN_FAILED`` when the executable is missing or not executable,
-            ``cwd`` is unusable, or exec fails; no process or descriptor is left behind.
+    Blocks until the child has exec'd (ptyprocess waits on its exec-error pipe): the fork
+    copies this interpreter's page tables while holding the GIL, 10-26 ms for a large
+    host process. Raises like :func:`spawn_pty`.
     """
-    if not argv:
-        raise TerminalError("cannot spawn a terminal: argv is empty", "SPAWN_FAILED")
-    executable = _resolve(argv[0], env.get("PATH"))
-    if cwd is not None and not os.path.isdir(cwd):
-        raise TerminalError(
-            f"cannot spawn {argv[0]!r}: working directory {cwd!r} is not an existing directory",
-            "SPAWN_FAILED",
-        )
+    executable = _checked(argv, cwd, env)
     _TrackedPty._made.instance = None
     try:
         proc = _TrackedPty.spawn(
@@ -98,7 +222,7 @@ def spawn_pty(
         raise TerminalError(f"cannot spawn {argv[0]!r}: {exc}", "SPAWN_FAILED") from exc
     _disarm(proc)
     os.set_blocking(master, False)
-    return SpawnedPty(pid=proc.pid, master_fd=master)
+    return SpawnedPty(pid=proc.pid, master_fd=master, child=_OwnChild(proc.pid))
 
 
 def _resolve(command: str, path: str | None) -> str:

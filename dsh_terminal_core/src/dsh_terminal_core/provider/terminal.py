@@ -34,7 +34,7 @@ if sys.platform != "win32":
 
     from .exitwatch import ExitWatch
     from .ptyio import PtyChannel
-    from .ptyspawn import SpawnedPty, spawn_pty
+    from .ptyspawn import SpawnedPty, Spawner, prestart_server, spawn_pty
 
 __all__ = ["FOREGROUND_SIGNALS", "LocalTerminalProcess", "LocalTerminalProvider"]
 
@@ -52,15 +52,33 @@ class LocalTerminalProvider:
 
     ``process_table`` and ``stdin_probe`` are injectable for tests; the defaults are the
     platform's real table (``/proc`` on Linux, psutil elsewhere) and its probe.
+
+    ``spawner`` says who forks: ``"fork-server"`` (default; Linux, falls back to
+    in-process where the server cannot run) keeps every fork off this process so opening
+    a terminal never stalls the event loop; ``"in-process"`` forks here. The fork server
+    starts (off the loop) at the first spawn; :meth:`prestart` starts it earlier.
     """
 
     def __init__(
         self,
         process_table: ProcessTable | None = None,
         stdin_probe: StdinProbe | None = None,
+        spawner: Spawner = "fork-server",
     ) -> None:
+        if spawner not in ("fork-server", "in-process"):
+            raise TerminalError(
+                f"spawner must be 'fork-server' or 'in-process', got {spawner!r}",
+                "INVALID_ARGUMENT",
+            )
         self._table: ProcessTable = process_table or default_process_table()
         self._probe: StdinProbe | None = stdin_probe
+        self._spawner: Spawner = spawner
+
+    def prestart(self) -> None:
+        """Start the fork server in the background now, so the first open need not wait
+        for it; returns at once. A no-op for ``spawner="in-process"`` and off Linux."""
+        if self._spawner == "fork-server" and sys.platform != "win32":
+            prestart_server()
 
     async def spawn_terminal(self, spec: TerminalSpawnSpec) -> LocalTerminalProcess:
         """Start ``spec.argv`` on a new PTY as the leader of a new session.
@@ -80,17 +98,18 @@ class LocalTerminalProvider:
         loop = asyncio.get_running_loop()
         if self._probe is None:
             self._probe = default_stdin_probe()
-        spawned = spawn_pty(
+        spawned = await spawn_pty(
             spec.argv,
             cwd=spec.cwd,
             env=child_environment(spec.env),
             rows=spec.rows,
             cols=spec.cols,
+            spawner=self._spawner,
         )
         try:
             process = LocalTerminalProcess(loop, spawned, spec, self._table, self._probe)
         except BaseException:
-            _abandon(spawned.pid, spawned.master_fd)
+            _abandon(spawned, close_fds=True)
             raise
         process._start()
         return process
@@ -115,6 +134,7 @@ class LocalTerminalProcess:
         probe: StdinProbe,
     ) -> None:
         self._loop = loop
+        self._spawned = spawned
         self._pid = spawned.pid
         self._spec = spec
         self._probe = probe
@@ -134,7 +154,7 @@ class LocalTerminalProcess:
         self._reaper = TreeReaper(table, self._identity, self._session)
         self._terminal: TerminalIdentity | None = probe.terminal_of(spawned.master_fd)
         self._channel = PtyChannel(loop, spawned.master_fd)
-        self._watch = ExitWatch(loop, spawned.pid, self._on_child_exit)
+        self._watch = ExitWatch(loop, spawned.pid, self._on_child_exit, pidfd=spawned.pidfd)
 
     def _start(self) -> None:
         """Begin reading output and watching for exit; on failure leave nothing behind."""
@@ -144,7 +164,7 @@ class LocalTerminalProcess:
         except BaseException:
             self._watch.close()
             self._channel.close()
-            _abandon(self._pid, None)
+            _abandon(self._spawned, close_fds=False)
             raise
         hostexit.register(self)
         hostguard.guard_session(self._session)
@@ -438,20 +458,19 @@ class LocalTerminalProcess:
         # The unreaped zombie still pins the pid, so the session can be captured safely.
         with contextlib.suppress(Exception):
             await self._reaper.capture_async()
-        status = self._reap()
+        status = await self._reap()
         self._reaper.close_fence()
         self._watch.close()
         self._channel.drain()
         if not self._done.done():
             self._done.set_result(status)
 
-    def _reap(self) -> ExitStatus:
-        try:
-            _, raw = os.waitpid(self._pid, 0)
-        except ChildProcessError:
-            self._reaped = True
-            return ExitStatus(exit_code=None, signal=None)
+    async def _reap(self) -> ExitStatus:
+        # The exited child is reaped here, or by the fork server that is its parent.
+        raw = await self._spawned.child.reap()
         self._reaped = True
+        if raw is None:
+            return ExitStatus(exit_code=None, signal=None)
         code = os.waitstatus_to_exitcode(raw)
         if code < 0:
             try:
@@ -471,12 +490,12 @@ def _session_of(pid: int) -> int:
     return -1 if sid == os.getsid(0) else sid
 
 
-def _abandon(pid: int, master_fd: int | None) -> None:
-    """Kill and reap a child whose handle could not be built; close its master if given."""
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
-    if master_fd is not None:
-        with contextlib.suppress(OSError):
-            os.close(master_fd)
+def _abandon(spawned: SpawnedPty, *, close_fds: bool) -> None:
+    """Kill and reap a child whose handle could not be built; close its descriptors if
+    nothing took them yet."""
+    spawned.child.abandon()
+    if close_fds:
+        for fd in (spawned.master_fd, spawned.pidfd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)

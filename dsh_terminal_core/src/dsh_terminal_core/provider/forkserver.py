@@ -1,0 +1,372 @@
+"""The fork server: starts terminal children so the host process never forks.
+
+Forking a large interpreter copies its page tables while holding the GIL, which stalls
+the host's event loop for milliseconds per terminal. This small process does the fork
+instead: for each request it allocates a PTY, forks, makes the child lead a new session
+with the slave as its controlling terminal, and passes the master back over a unix
+socket (``SCM_RIGHTS``).
+
+Run as a standalone script (``python -I -S forkserver.py <host pid> <lifeline fd>``)
+with a listening ``SOCK_SEQPACKET`` socket on stdin. Protocol, one connection per
+terminal (only the host's pid may connect, checked with ``SO_PEERCRED``):
+
+- host sends ``{"executable", "argv", "cwd", "env", "rows", "cols"}`` (JSON); the server
+  answers ``{"pid": n}`` with the master attached, or ``{"error": text, "errno": n}``
+  once the child has reported why it could not exec (no child is left behind);
+- host sends ``{"op": "reap"}`` after it saw the child exit (through the pidfd); the
+  server reaps it and answers ``{"status": raw wait status}``. Until then the child stays
+  a zombie, so its pid cannot be reused while the host still inspects it. A pidfd can
+  turn readable a moment before its zombie is reapable; such a request is answered at
+  the next ``SIGCHLD``, which the kernel sends exactly when it is;
+- a connection that closes before its child was reaped means the host gave the child up:
+  the server SIGKILLs and reaps it.
+
+The server dies with the host: ``PR_SET_PDEATHSIG`` (the host starts it from a thread
+that lives as long as the host), and end of file on the lifeline socket, whose other end
+only the host holds. On either, its remaining children are SIGKILLed.
+
+Standard library only, no site packages: it starts in milliseconds, forks cheaply, and
+cannot be broken by the host's environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import termios
+from typing import Any
+
+_MAX_MESSAGE = 1 << 20
+_UCRED = struct.Struct("3i")
+_WINSIZE = struct.Struct("4H")
+# Dispositions the server changes or inherits from the host interpreter; a child gets
+# the defaults back before exec, so its programs see an ordinary terminal process.
+_RESET_SIGNALS = (
+    "SIGINT",
+    "SIGPIPE",
+    "SIGXFSZ",
+    "SIGQUIT",
+    "SIGHUP",
+    "SIGTERM",
+    "SIGTSTP",
+    "SIGCHLD",
+)
+
+
+class _Child:
+    """One terminal child and the connection that owns it."""
+
+    def __init__(self, pid: int, pidfd: int | None) -> None:
+        self.pid = pid
+        self.pidfd = pidfd
+        self.reaped = False
+        self.reap_requested = False
+
+
+class Server:
+    def __init__(self, host_pid: int, listener: socket.socket, lifeline: socket.socket) -> None:
+        self._host_pid = host_pid
+        self._listener = listener
+        self._lifeline = lifeline
+        self._selector = selectors.DefaultSelector()
+        self._children: dict[socket.socket, _Child] = {}
+        self._orphans: dict[int, _Child] = {}  # pid -> killed child awaiting its reap
+        self._running = True
+        self._wakeup_r, self._wakeup_w = os.pipe()  # close-on-exec
+        os.set_blocking(self._wakeup_w, False)
+        os.set_blocking(self._wakeup_r, False)
+
+    def run(self) -> None:
+        signal.set_wakeup_fd(self._wakeup_w)
+        signal.signal(signal.SIGCHLD, lambda _signum, _frame: None)
+        self._selector.register(self._listener, selectors.EVENT_READ, self._accept)
+        self._selector.register(self._lifeline, selectors.EVENT_READ, self._lifeline_event)
+        self._selector.register(self._wakeup_r, selectors.EVENT_READ, self._child_event)
+        while self._running:
+            for key, _ in self._selector.select():
+                key.data(key.fileobj)
+        self._kill_all()
+
+    # -- events ----------------------------------------------------------------------
+
+    def _accept(self, _listener: object) -> None:
+        try:
+            conn, _ = self._listener.accept()
+        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+            return
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+        peer_pid = _UCRED.unpack(raw)[0]
+        if peer_pid != self._host_pid:
+            conn.close()  # only the host may ask for terminals
+            return
+        conn.setblocking(True)
+        self._selector.register(conn, selectors.EVENT_READ, self._message)
+
+    def _lifeline_event(self, _sock: object) -> None:
+        try:
+            data = self._lifeline.recv(64)
+        except InterruptedError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._running = False
+
+    def _message(self, conn: socket.socket) -> None:
+        try:
+            data = conn.recv(_MAX_MESSAGE)
+        except InterruptedError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._disconnect(conn)
+            return
+        try:
+            request = json.loads(data)
+            if not isinstance(request, dict):
+                raise ValueError("request is not an object")
+        except ValueError as exc:
+            self._reply(conn, {"error": f"malformed request: {exc}", "errno": 0})
+            return
+        if request.get("op") == "reap":
+            self._reap_request(conn)
+        elif conn in self._children:
+            self._reply(conn, {"error": "this connection already has a child", "errno": 0})
+        else:
+            self._spawn_request(conn, request)
+
+    def _child_event(self, _fd: object) -> None:
+        """A child changed state (SIGCHLD): answer waiting reaps, reap killed orphans."""
+        with contextlib.suppress(OSError):
+            while os.read(self._wakeup_r, 512):
+                pass
+        for conn, child in list(self._children.items()):
+            if child.reap_requested and not child.reaped:
+                self._try_reap(conn, child)
+        for pid, child in list(self._orphans.items()):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                done = pid
+            if done:
+                del self._orphans[pid]
+                _close_pidfd(child)
+
+    # -- requests --------------------------------------------------------------------
+
+    def _spawn_request(self, conn: socket.socket, request: dict[str, Any]) -> None:
+        try:
+            pid, master = _spawn(request)
+        except _SpawnError as exc:
+            self._reply(conn, {"error": str(exc), "errno": exc.errno})
+            return
+        try:
+            pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            pidfd = None
+        self._children[conn] = _Child(pid, pidfd)
+        try:
+            conn.sendmsg(
+                [json.dumps({"pid": pid}).encode()],
+                [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack("i", master))],
+            )
+        except OSError:
+            self._disconnect(conn)  # the host went away meanwhile: the child goes too
+        finally:
+            os.close(master)
+
+    def _reap_request(self, conn: socket.socket) -> None:
+        child = self._children.get(conn)
+        if child is None or child.reaped:
+            self._reply(conn, {"error": "no child to reap on this connection", "errno": 0})
+            return
+        child.reap_requested = True
+        self._try_reap(conn, child)
+
+    def _try_reap(self, conn: socket.socket, child: _Child) -> None:
+        try:
+            pid, status = os.waitpid(child.pid, os.WNOHANG)
+        except ChildProcessError:
+            child.reaped = True
+            self._reply(conn, {"error": "the child was already reaped", "errno": errno.ECHILD})
+            return
+        if pid == 0:
+            return  # not reapable yet: answered at the next SIGCHLD
+        child.reaped = True
+        _close_pidfd(child)
+        self._reply(conn, {"status": status})
+
+    def _disconnect(self, conn: socket.socket) -> None:
+        self._selector.unregister(conn)
+        conn.close()
+        child = self._children.pop(conn, None)
+        if child is None or child.reaped:
+            return
+        _kill(child)
+        # Reaped at its SIGCHLD, without blocking other requests meanwhile.
+        self._orphans[child.pid] = child
+        self._child_event(None)
+
+    def _reply(self, conn: socket.socket, message: dict[str, Any]) -> None:
+        try:
+            conn.send(json.dumps(message).encode())
+        except OSError:
+            self._disconnect(conn)
+
+    def _kill_all(self) -> None:
+        children = [c for c in self._children.values() if not c.reaped]
+        children += self._orphans.values()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for child in children:
+            _kill(child)
+        for child in children:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(child.pid, 0)
+
+
+class _SpawnError(Exception):
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.errno = code
+
+
+def _spawn(request: dict[str, Any]) -> tuple[int, int]:
+    """Fork and exec the requested child on a new PTY; return (pid, master fd)."""
+    try:
+        executable = str(request["executable"])
+        argv = [str(arg) for arg in request["argv"]]
+        cwd = request.get("cwd")
+        env = {str(k): str(v) for k, v in dict(request["env"]).items()}
+        rows, cols = int(request["rows"]), int(request["cols"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise _SpawnError(f"malformed spawn request: {exc!r}", 0) from exc
+    try:
+        master, slave = os.openpty()  # both close-on-exec
+    except OSError as exc:
+        raise _SpawnError(f"cannot allocate a PTY: {exc}", exc.errno or 0) from exc
+    try:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, _WINSIZE.pack(rows, cols, 0, 0))
+        report_r, report_w = os.pipe()  # close-on-exec: EOF on it means exec succeeded
+    except OSError as exc:
+        os.close(master)
+        os.close(slave)
+        raise _SpawnError(f"cannot prepare the PTY: {exc}", exc.errno or 0) from exc
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        for fd in (master, slave, report_r, report_w):
+            os.close(fd)
+        raise _SpawnError(f"cannot fork: {exc}", exc.errno or 0) from exc
+    if pid == 0:
+        _child(slave, report_w, executable, argv, cwd, env)  # never returns
+    os.close(slave)
+    os.close(report_w)
+    report = b""
+    while True:
+        try:
+            chunk = os.read(report_r, 4096)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        report += chunk
+    os.close(report_r)
+    if not report:
+        return pid, master
+    os.close(master)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+    code_text, _, message = report.decode("utf-8", "replace").partition("\0")
+    try:
+        code = int(code_text)
+    except ValueError:
+        code = 0
+    raise _SpawnError(message, code)
+
+
+def _child(
+    slave: int, report: int, executable: str, argv: list[str], cwd: str | None, env: dict[str, str]
+) -> None:
+    """In the forked child: become a session leader on the PTY, then exec. Never returns."""
+    step = "setsid"
+    try:
+        os.setsid()
+        step = "set the controlling terminal"
+        fcntl.ioctl(slave, termios.TIOCSCTTY, 0)
+        step = "attach the terminal"
+        for target in (0, 1, 2):
+            os.dup2(slave, target)  # inheritable; the original slave closes at exec
+        if cwd is not None:
+            step = f"change directory to {cwd!r}"
+            os.chdir(cwd)
+        step = "reset signals"
+        for name in _RESET_SIGNALS:
+            sig = getattr(signal, name, None)
+            if sig is not None:
+                signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        step = f"exec {executable!r}"
+        os.execve(executable, argv, env)
+    except OSError as exc:
+        message = f"cannot {step}: {exc.strerror or exc}"
+        with contextlib.suppress(OSError):
+            os.write(report, f"{exc.errno or 0}\0{message}".encode())
+    except BaseException as exc:  # anything at all: report it, never return to the server
+        with contextlib.suppress(BaseException):
+            os.write(report, f"0\0cannot {step}: {exc!r}".encode())
+    finally:
+        os._exit(127)
+
+
+def _kill(child: _Child) -> None:
+    with contextlib.suppress(OSError):
+        if child.pidfd is not None:
+            signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
+        else:
+            os.kill(child.pid, signal.SIGKILL)  # unreaped, so the pid is still ours
+
+
+def _close_pidfd(child: _Child) -> None:
+    if child.pidfd is not None:
+        os.close(child.pidfd)
+        child.pidfd = None
+
+
+def _die_with(host_pid: int) -> None:
+    """Ask the kernel to SIGKILL this process when the thread that started it ends."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != host_pid:  # the host died before the request took effect
+        os._exit(0)
+
+
+def main() -> None:
+    host_pid, lifeline_fd = int(sys.argv[1]), int(sys.argv[2])
+    _die_with(host_pid)
+    # Terminal signals for the host's foreground group are not ours; the host decides.
+    for name in ("SIGINT", "SIGQUIT", "SIGTSTP", "SIGHUP"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
+    listener = socket.socket(fileno=0)
+    listener.set_inheritable(False)
+    listener.setblocking(False)
+    lifeline = socket.socket(fileno=lifeline_fd)
+    lifeline.set_inheritable(False)
+    lifeline.sendall(b"ready\n")
+    Server(host_pid, listener, lifeline).run()
+
+
+if __name__ == "__main__":
+    main()
