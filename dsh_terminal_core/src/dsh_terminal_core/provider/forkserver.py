@@ -50,14 +50,14 @@ _WINSIZE = struct.Struct("4H")
 # Dispositions the server changes or inherits from the host interpreter; a child gets
 # the defaults back before exec, so its programs see an ordinary terminal process.
 _RESET_SIGNALS = (
-    "SIGINT",
-    "SIGPIPE",
-    "SIGXFSZ",
-    "SIGQUIT",
-    "SIGHUP",
-    "SIGTERM",
-    "SIGTSTP",
-    "SIGCHLD",
+    signal.SIGINT,
+    signal.SIGPIPE,
+    signal.SIGXFSZ,
+    signal.SIGQUIT,
+    signal.SIGHUP,
+    signal.SIGTERM,
+    signal.SIGTSTP,
+    signal.SIGCHLD,
 )
 
 
@@ -309,10 +309,8 @@ def _child(
             step = f"change directory to {cwd!r}"
             os.chdir(cwd)
         step = "reset signals"
-        for name in _RESET_SIGNALS:
-            sig = getattr(signal, name, None)
-            if sig is not None:
-                signal.signal(sig, signal.SIG_DFL)
+        for sig in _RESET_SIGNALS:
+            signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         step = f"exec {executable!r}"
         os.execve(executable, argv, env)

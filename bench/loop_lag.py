@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""How long opening terminals stalls the event loop: fork server vs in-process fork.
+
+    python3 bench/loop_lag.py                 # 20 batches of 16 concurrent opens per row
+    python3 bench/loop_lag.py --quick         # 3 batches (smoke)
+    python3 bench/loop_lag.py --batches 40 --concurrency 16 --json /tmp/lag.json
+
+Each row runs in a fresh worker process that imports the whole stack (so the process
+that forks is as large as a real host's). A probe task spins on ``await
+asyncio.sleep(0)`` and records every gap between two of its turns: a gap is time the
+loop could not run anything else. Per open, the stall is the longest gap while that
+open was in flight (start of the call to its return); the table shows that per-open
+stall at p50/p99/max over all opens, next to the same probe with nothing opening
+(``idle``, the machine's own scheduling noise over windows of the same length).
+
+``on-CPU`` is the loop thread's own CPU time inside the longest gap of each open: a
+fork on the loop is CPU time of the loop thread, while being descheduled on a busy
+machine is not, so this column separates our stalls from the machine's.
+
+Levels: ``provider`` — ``spawn_terminal`` of ``bash -i`` until it returns (the spawn
+path alone); ``service`` — ``ctx.terminals.spawn`` of a ``shell`` session until its
+first prompt (everything an open does). One open is made before measuring, so the fork
+server's own start is not in the table (it happens on a thread, once per process);
+``first open`` reports that one separately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from _stats import load_average, machine, percentile  # noqa: E402
+
+SPAWNERS = ("in-process", "fork-server")
+LEVELS = ("provider", "service")
+
+
+class Probe:
+    """Records every gap between consecutive loop turns of a spinning task."""
+
+    def __init__(self) -> None:
+        self.gaps: list[tuple[float, float, float]] = []  # (start, end, loop-thread cpu)
+        self._stop = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._spin())
+
+    async def stop(self) -> None:
+        self._stop = True
+        assert self._task is not None
+        await self._task
+
+    async def _spin(self) -> None:
+        wall, cpu = time.perf_counter, time.thread_time
+        last_w, last_c = wall(), cpu()
+        while not self._stop:
+            await asyncio.sleep(0)
+            now_w, now_c = wall(), cpu()
+            if now_w - last_w > 50e-6:  # keep only what could matter (> 50 us)
+                self.gaps.append((last_w, now_w, now_c - last_c))
+            last_w, last_c = now_w, now_c
+
+    def worst(self, start: float, end: float) -> tuple[float, float]:
+        """(longest gap, its loop-thread CPU) overlapping ``[start, end]``, in seconds."""
+        best = (0.0, 0.0)
+        for g_start, g_end, g_cpu in self.gaps:
+            if g_end >= start and g_start <= end and g_end - g_start > best[0]:
+                best = (g_end - g_start, g_cpu)
+        return best
+
+
+async def _open_provider(spawner: str) -> tuple[Any, Any]:
+    from dsh_terminal_core.provider import LocalTerminalProvider, TerminalSpawnSpec
+
+    provider = LocalTerminalProvider(spawner=spawner)  # type: ignore[arg-type]
+
+    async def open_one() -> Any:
+        return await provider.spawn_terminal(
+            TerminalSpawnSpec(argv=["bash", "--noprofile", "--norc", "-i"], env={"PS1": "$ "})
+        )
+
+    async def close_one(process: Any) -> None:
+        await process.terminate()
+
+    return open_one, close_one
+
+
+async def _open_service(harness: Any, agent: Any) -> tuple[Any, Any]:
+    from dsh_terminal_core.terminals import SpawnRequest
+
+    registry = harness.ctx.terminals
+
+    async def open_one() -> Any:
+        return (await registry.spawn(agent, SpawnRequest(type="shell"))).session_id
+
+    async def close_one(session_id: Any) -> None:
+        await registry.kill(agent, session_id, "benchmark")
+
+    return open_one, close_one
+
+
+async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> dict[str, Any]:
+    from _stack import stack_config
+
+    from dsh_terminal_core.harness import Harness
+
+    _choose_spawner(spawner)
+    harness = Harness(config=stack_config())
+    await harness.start()
+    agent = harness.create_agent(f"loop-lag-{os.getpid()}")
+    try:
+        if level == "provider":
+            open_one, close_one = await _open_provider(spawner)
+        else:
+            open_one, close_one = await _open_service(harness, agent)
+        probe = Probe()
+        probe.start()
+        await asyncio.sleep(0.05)
+        # First open: includes starting the fork server (on its thread).
+        t0 = time.perf_counter()
+        first = await open_one()
+        t1 = time.perf_counter()
+        await close_one(first)
+        first_stall = probe.worst(t0, t1)
+        # Idle: the same probe, nothing opening, for as long as the batches will take.
+        idle_windows: list[tuple[float, float]] = []
+        opens: list[tuple[float, float]] = []
+        for _ in range(batches):
+            starts = [0.0] * concurrency
+            ends = [0.0] * concurrency
+
+            async def timed(i: int, starts: list[float] = starts, ends: list[float] = ends) -> Any:
+                starts[i] = time.perf_counter()
+                result = await open_one()
+                ends[i] = time.perf_counter()
+                return result
+
+            handles = await asyncio.gather(*(timed(i) for i in range(concurrency)))
+            opens.extend(zip(starts, ends, strict=True))
+            for handle in handles:
+                await close_one(handle)
+            span = max(ends) - min(starts)
+            idle_start = time.perf_counter()
+            await asyncio.sleep(span)
+            idle_windows.append((idle_start, idle_start + span))
+        await probe.stop()
+    finally:
+        await harness.aclose()
+    per_open = [probe.worst(s, e) for s, e in opens]
+    idle = [probe.worst(s, e)[0] for s, e in idle_windows]
+    return {
+        "level": level,
+        "spawner": spawner,
+        "opens": len(opens),
+        "stall_ms": _ms([w for w, _ in per_open]),
+        "on_cpu_ms": _ms([c for _, c in per_open]),
+        "idle_ms": _ms(idle),
+        "open_ms": _ms([e - s for s, e in opens]),
+        "first_open": {
+            "open_ms": (t1 - t0) * 1000,
+            "stall_ms": first_stall[0] * 1000,
+            "on_cpu_ms": first_stall[1] * 1000,
+        },
+        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def _choose_spawner(spawner: str) -> None:
+    """Make ``spawner`` the default of every provider this worker creates (the harness
+    builds its provider with no arguments); the worker process runs one row only."""
+    from dsh_terminal_core.provider import LocalTerminalProvider
+
+    defaults = LocalTerminalProvider.__init__.__defaults__
+    assert defaults is not None and defaults[-1] == "fork-server"
+    LocalTerminalProvider.__init__.__defaults__ = (*defaults[:-1], spawner)
+
+
+def _ms(values: list[float]) -> dict[str, float]:
+    ms = [v * 1000 for v in values]
+    return {
+        "p50": percentile(ms, 50),
+        "p99": percentile(ms, 99),
+        "max": max(ms) if ms else float("nan"),
+    }
+
+
+def _table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| level | spawner | opens | stall p50 | stall p99 | stall max | on-CPU p99 "
+        "| idle p99 | idle max | open p50 | first open (stall) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        s, c, i, o, f = r["stall_ms"], r["on_cpu_ms"], r["idle_ms"], r["open_ms"], r["first_open"]
+        lines.append(
+            f"| {r['level']} | {r['spawner']} | {r['opens']} | {s['p50']:.2f} | {s['p99']:.2f} "
+            f"| {s['max']:.2f} | {c['p99']:.2f} | {i['p99']:.2f} | {i['max']:.2f} "
+            f"| {o['p50']:.1f} | {f['open_ms']:.1f} ({f['stall_ms']:.2f}) |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, default=20)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--levels", default=",".join(LEVELS))
+    parser.add_argument("--spawners", default=",".join(SPAWNERS))
+    parser.add_argument("--quick", action="store_true", help="3 batches")
+    parser.add_argument("--json", type=Path, default=None, help="also write results here")
+    parser.add_argument("--worker", nargs=2, metavar=("LEVEL", "SPAWNER"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    batches = 3 if args.quick else args.batches
+    if args.worker:
+        level, spawner = args.worker
+        result = asyncio.run(_worker(level, spawner, batches, args.concurrency))
+        print(json.dumps(result))
+        return 0
+    rows = []
+    load_before = load_average()
+    for level in args.levels.split(","):
+        for spawner in args.spawners.split(","):
+            out = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--worker",
+                    level,
+                    spawner,
+                    "--batches",
+                    str(batches),
+                    "--concurrency",
+                    str(args.concurrency),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if out.returncode != 0:
+                print(out.stdout, out.stderr, file=sys.stderr)
+                return 1
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    report = {
+        "machine": machine(),
+        "load_before": load_before,
+        "load_after": load_average(),
+        "batches": batches,
+        "concurrency": args.concurrency,
+        "rows": rows,
+    }
+    print(
+        f"loop stall per open, ms ({batches} batches x {args.concurrency} concurrent opens; "
+        f"load {load_before[0]:.2f} -> {report['load_after'][0]:.2f}, "
+        f"{report['machine']['nproc']} CPUs)"
+    )
+    print(_table(rows))
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
