@@ -129,6 +129,14 @@ if [ "$mode" = test ]; then
       if have_apt && is_root; then apt_install "$tool"; else say "  $tool missing: its tests will be skipped"; fi
     fi
   done
+  # The ssh consumer's tests start a throwaway OpenSSH server and drive the client.
+  if ! command -v ssh >/dev/null 2>&1 || ! { command -v sshd || [ -x /usr/sbin/sshd ]; } >/dev/null 2>&1; then
+    if have_apt && is_root; then
+      apt_install openssh-server openssh-client || say "  could not install OpenSSH: the ssh tests will be skipped"
+    else
+      say "  ssh/sshd missing: the ssh tests will be skipped (install openssh-server and openssh-client)"
+    fi
+  fi
   pip_install -r requirements-dev.txt || fail "pip could not install requirements-dev.txt (see above)"
   say "done. Run the tests with: .venv/bin/python -m pytest"
 else

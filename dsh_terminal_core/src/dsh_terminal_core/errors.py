@@ -76,6 +76,11 @@ class ErrorCode(StrEnum):
     NO_JOBS_SERVICE = "NO_JOBS_SERVICE"
     # Consumers.
     GDB_MI = "GDB_MI"
+    SSH_CONNECT = "SSH_CONNECT"
+    SSH_HOST_KEY = "SSH_HOST_KEY"
+    SSH_AUTH = "SSH_AUTH"
+    SSH_CONNECTION_LOST = "SSH_CONNECTION_LOST"
+    SSH_BUSY = "SSH_BUSY"
 
 
 class DshError(Exception):

@@ -1,0 +1,151 @@
+"""The four model-facing tools: ``ssh_open``, ``ssh_run``, ``ssh_interrupt``, ``ssh_close``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dsh_terminal_core.errors import InvalidArgument
+from dsh_terminal_core.resultcap import cap_text
+from dsh_terminal_core.tools import Tool, ToolExec
+
+from .options import Destination
+from .service import SshService
+
+__all__ = ["ssh_tools"]
+
+MAX_RESULT_BYTES = 262144
+DEFAULT_TIMEOUT_MS = 30000
+
+_SESSION_ID = {"type": "string", "minLength": 1, "maxLength": 64}
+
+
+def _finalize(text: str) -> str:
+    return cap_text(text, MAX_RESULT_BYTES)
+
+
+def ssh_tools(service: Callable[[], SshService]) -> list[Tool]:
+    """Build the tools over the service (resolved per call, so overrides take effect)."""
+
+    async def open_(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        try:
+            destination = Destination(
+                host=args["host"],
+                port=args.get("port", 22),
+                user=args.get("user"),
+                identity_file=args.get("identityFile"),
+            )
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from exc
+        session = await service().open(exec_.agent, destination, args.get("name"), exec_.cancel)
+        value: dict[str, Any] = {
+            "sessionId": session.session_id,
+            "host": destination.host,
+            "port": destination.port,
+            "user": destination.user,
+            "banner": session.banner,
+        }
+        if session.name is not None:
+            value["name"] = session.name
+        return value
+
+    async def run(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        session = service().get(exec_.agent, args["sessionId"])
+        result = await session.run(args["command"], args.get("timeoutMs", DEFAULT_TIMEOUT_MS))
+        return result.to_wire()
+
+    def render_run(_args: dict[str, Any], value: dict[str, Any]) -> str:
+        reason = value["waitReason"]
+        status = f"[exit {value['exitCode']}]" if reason == "stdin_read" else f"[{reason}]"
+        return cap_text(f"{value['output']}\n{status}", MAX_RESULT_BYTES, keep="tail")
+
+    async def interrupt(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        session = service().get(exec_.agent, args["sessionId"])
+        delivered, exit_code = await session.interrupt()
+        value: dict[str, Any] = {"delivered": delivered}
+        if exit_code is not None:
+            value["exitCode"] = exit_code
+        return value
+
+    async def close(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        return {"closed": await service().close(exec_.agent, args["sessionId"])}
+
+    return [
+        Tool(
+            name="ssh_open",
+            description=(
+                "Log in to a host over ssh (OpenSSH client, key authentication) and keep a "
+                "remote shell open for ssh_run. A second open to the same host reuses the "
+                "connection. Fails fast with SSH_CONNECT, SSH_HOST_KEY or SSH_AUTH; no "
+                "password is ever typed."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "host": {"type": "string", "minLength": 1, "maxLength": 255},
+                    "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+                    "user": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "identityFile": {"type": "string", "minLength": 1, "maxLength": 4096},
+                    "name": {"type": "string", "minLength": 1, "maxLength": 64},
+                },
+                "required": ["host"],
+                "additionalProperties": False,
+            },
+            execute=open_,
+            finalize=_finalize,
+        ),
+        Tool(
+            name="ssh_run",
+            description=(
+                "Run a shell command in an open ssh session and return its output and exit "
+                "code once it finishes (waitReason stdin_read). Working directory and "
+                "variables persist between runs. At timeoutMs it returns waitReason "
+                "timeout while the command keeps running: ssh_interrupt stops it, or "
+                "ssh_run with command '' keeps waiting. session_exit: the connection ended."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {
+                    "sessionId": _SESSION_ID,
+                    "command": {"type": "string", "maxLength": 65536},
+                    "timeoutMs": {"type": "integer", "minimum": 1, "maximum": 3600000},
+                },
+                "required": ["sessionId", "command"],
+                "additionalProperties": False,
+            },
+            execute=run,
+            render=render_run,
+            finalize=_finalize,
+        ),
+        Tool(
+            name="ssh_interrupt",
+            description=(
+                "Send Ctrl-C to the remote terminal of an ssh session, stopping the command "
+                "that runs there (the connection stays). delivered is false when no command "
+                "was running."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {"sessionId": _SESSION_ID},
+                "required": ["sessionId"],
+                "additionalProperties": False,
+            },
+            execute=interrupt,
+            finalize=_finalize,
+        ),
+        Tool(
+            name="ssh_close",
+            description=(
+                "Close an ssh session and end its remote shell; closed is false if it was "
+                "already gone."
+            ),
+            parameters={
+                "type": "object",
+                "properties": {"sessionId": _SESSION_ID},
+                "required": ["sessionId"],
+                "additionalProperties": False,
+            },
+            execute=close,
+            finalize=_finalize,
+        ),
+    ]

@@ -1,0 +1,183 @@
+"""A throwaway OpenSSH server on 127.0.0.1 for the ssh consumer's tests.
+
+It runs in the foreground (``-D``) as a child of the test process, so every
+per-connection sshd and every remote shell is a descendant the suite's leak check sees.
+Root logs in by key only; the user ``dshpw`` may only use a password, which no test
+ever types.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+import psutil
+
+SSHD = shutil.which("sshd") or "/usr/sbin/sshd"
+SSH_KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
+PASSWORD_USER = "dshpw"
+
+
+def available() -> str | None:
+    """Why the tests cannot run here, or None."""
+    if not os.path.exists(SSHD):
+        return "sshd (openssh-server) is not installed"
+    if shutil.which("ssh") is None:
+        return "ssh (openssh-client) is not installed"
+    if os.geteuid() != 0:
+        return "the throwaway sshd needs root to switch to the logged-in user"
+    return None
+
+
+def keygen(path: Path, passphrase: str = "") -> Path:
+    subprocess.run(
+        [SSH_KEYGEN, "-q", "-t", "ed25519", "-N", passphrase, "-C", "dsh-test", "-f", str(path)],
+        check=True,
+    )
+    return path
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@attrs.define
+class Sshd:
+    """One running server: where it listens, its keys, and its process."""
+
+    host: str
+    port: int
+    directory: Path
+    host_key: Path
+    client_key: Path
+    process: subprocess.Popen[bytes] | None = None
+    netns: str | None = None
+
+    def connection_processes(self) -> list[psutil.Process]:
+        """The per-connection sshd processes and everything under them (remote shells)."""
+        assert self.process is not None
+        try:
+            return psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def kill_connections(self) -> int:
+        """SIGKILL every per-connection sshd (only processes this server started)."""
+        killed = 0
+        assert self.process is not None
+        for child in psutil.Process(self.process.pid).children(recursive=False):
+            with contextlib.suppress(psutil.Error):
+                child.send_signal(signal.SIGKILL)
+                killed += 1
+        return killed
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        for child in self.connection_processes():
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(10)
+        self.process = None
+
+
+def _config(directory: Path, host: str, port: int, host_key: Path, authorized: Path) -> Path:
+    path = directory / "sshd_config"
+    path.write_text(
+        f"""Port {port}
+ListenAddress {host}
+HostKey {host_key}
+PidFile none
+AuthorizedKeysFile {authorized}
+StrictModes no
+UsePAM no
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PrintMotd no
+PrintLastLog no
+Banner {directory / "banner"}
+ClientAliveInterval 0
+MaxStartups 100
+MaxSessions 100
+LogLevel ERROR
+Match User {PASSWORD_USER}
+    PasswordAuthentication yes
+    PubkeyAuthentication no
+    AuthenticationMethods password
+"""
+    )
+    return path
+
+
+@contextlib.contextmanager
+def running_sshd(
+    directory: Path, host: str = "127.0.0.1", netns: str | None = None
+) -> Iterator[Sshd]:
+    """Start sshd on a free port of ``host`` (inside ``netns`` when given); stop it after."""
+    directory.mkdir(parents=True, exist_ok=True)
+    host_key = keygen(directory / "host_key")
+    client_key = keygen(directory / "client_key")
+    authorized = directory / "authorized_keys"
+    authorized.write_text((directory / "client_key.pub").read_text())
+    (directory / "banner").write_text("dsh test server: authorized use only\n")
+    # sshd refuses to start without its privilege-separation directory.
+    os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+    server = Sshd(host=host, port=0, directory=directory, host_key=host_key, client_key=client_key)
+    for _attempt in range(5):
+        port = _free_port(host) if netns is None else 22000 + os.getpid() % 1000
+        config = _config(directory, host, port, host_key, authorized)
+        argv = [SSHD, "-D", "-e", "-f", str(config)]
+        if netns is not None:
+            argv = ["ip", "netns", "exec", netns, *argv]
+        with open(directory / "sshd.log", "ab") as log:
+            process = subprocess.Popen(argv, stderr=log)
+        if _listening(host, port, process, netns):
+            server.port, server.process, server.netns = port, process, netns
+            break
+        process.kill()
+        process.wait()
+    else:
+        raise RuntimeError(f"sshd did not start: {(directory / 'sshd.log').read_text()[-2000:]}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _listening(host: str, port: int, process: subprocess.Popen[bytes], netns: str | None) -> bool:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        if netns is None:
+            with socket.socket() as s:
+                s.settimeout(1)
+                if s.connect_ex((host, port)) == 0:
+                    return True
+        else:
+            probe = subprocess.run(
+                ["ip", "netns", "exec", netns, "ss", "-Hltn", f"sport = :{port}"],
+                capture_output=True,
+                text=True,
+            )
+            if probe.stdout.strip():
+                return True
+        time.sleep(0.05)
+    return False
