@@ -1,23 +1,17 @@
 """Plugin ``ssh``: remote shells for agents over the OpenSSH client, built on ``ctx.pty``.
 
-It injects ``pty`` (so ``dsh-pty-session`` is a hard startup dependency) and ``tools``
-only — never the terminal tools or a backend — and reads ``sandbox_policy`` when a
+It needs ``pty`` (so ``dsh-pty-session`` is a hard startup dependency) and registers
+tools; it never uses the terminal tools or a backend. It reads ``sandbox_policy`` when a
 harness has one, to refuse at once when the owner's shells have no network. Applying it
 registers four tools and starts nothing.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from dependency_injector import providers
-
-from dsh_terminal_core.hookspecs import hookimpl
-from dsh_terminal_core.plugins import PluginInfo
+from dsh_terminal_core import Context, PluginInfo, hookimpl
 
 from .config import SshConfig as Config
 from .container import SshContainer
-from .tools import ssh_tools
 
 __all__ = ["Config", "dsh_apply", "dsh_plugin_info"]
 
@@ -27,20 +21,14 @@ def dsh_plugin_info() -> PluginInfo:
     return PluginInfo(
         name="ssh",
         description="Remote shells over OpenSSH (ssh_open/run/interrupt/close) on ctx.pty.",
-        inject=("pty", "tools"),
-        optional_inject=("sandbox_policy",),
         config=Config,
+        container=SshContainer,
     )
 
 
 @hookimpl
-def dsh_apply(ctx: Any, config: Config) -> None:
-    deps = ctx.dependencies(["pty"], ["sandbox_policy"])
-    container = SshContainer(
-        config=providers.Object(config), pty=deps.pty, sandbox_policy=deps.sandbox_policy
-    )
-    container.check_dependencies()
+def dsh_apply(ctx: Context, container: SshContainer) -> None:
     service = container.service()
     ctx.on_unload(service.dispose)
-    for tool in ssh_tools(lambda: service):
+    for tool in container.tools():
         ctx.tools.register(tool)

@@ -25,7 +25,6 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Callable
-from typing import Protocol
 
 import attrs
 
@@ -33,6 +32,7 @@ from dsh_pty_session import PtySessionService, PtyWaited
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import DisposeError, ErrorCode, TerminalError
+from dsh_terminal_core.sandbox.policy import NetworkAccess, SandboxPolicyService
 
 from .config import SshConfig
 from .diagnose import SECRET_PROMPT, classify
@@ -41,15 +41,9 @@ from .options import Destination, master_argv, session_argv
 from .remote import RemoteProtocol
 from .session import SshSession
 
-__all__ = ["NetworkPolicy", "SshService"]
+__all__ = ["SshService"]
 
 _KNOWN_HOST_ADDED = re.compile(r"Warning: Permanently added .* to the list of known hosts\.?$")
-
-
-class NetworkPolicy(Protocol):
-    """The part of ``ctx.sandbox_policy`` the consumer reads: may this owner's shells connect?"""
-
-    def resolve(self, owner: Agent) -> object: ...
 
 
 @attrs.define(eq=False)
@@ -84,7 +78,7 @@ class SshService:
         self,
         pty: Callable[[], PtySessionService],
         config: SshConfig,
-        policy: Callable[[], NetworkPolicy | None] | None = None,
+        policy: Callable[[], SandboxPolicyService | None] | None = None,
     ) -> None:
         self._pty = pty
         self._config = config
@@ -139,12 +133,11 @@ class SshService:
         return session
 
     def _check_network(self, owner: Agent) -> None:
-        resolve = self._policy() if self._policy is not None else None
-        if resolve is None:
+        policies = self._policy() if self._policy is not None else None
+        if policies is None:
             return
-        policy = resolve.resolve(owner)
-        confined = bool(getattr(policy, "confined", False))
-        if confined and str(getattr(policy, "network", "host")) == "none":
+        policy = policies.resolve(owner)
+        if policy.confined and policy.network is NetworkAccess.NONE:
             raise SshError(
                 "this owner's shells run confined with no network (sandbox-policy.network = "
                 '"none"), so ssh cannot reach any host; the operator must set '
