@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dsh_terminal_core.provider.census import shells_of
+from dsh_terminal_bash.census import shells_of
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -10,7 +11,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from dsh_terminal_core.provider.census import processes_with_env
+from dsh_terminal_bash.census import shells_marked
 from dsh_terminal_core.provider.forkclient import server_script
 
 # Shells inherit this from the test process (it is neither DSH_* nor credential-shaped), so
@@ -50,7 +51,7 @@ def _live_descendants() -> set[tuple[int, float]]:
 def _dsh_shells() -> set[int]:
     """Processes of this run that carry the bash backend's DSH_SHELL=1 marker."""
     name, value = RUN_MARKER.split("=", 1)
-    return set(processes_with_env({"DSH_SHELL": "1", name: value}))
+    return set(shells_marked({name: value}))
 
 
 @pytest.fixture(autouse=True)
@@ -69,10 +70,8 @@ def no_leaks() -> Iterator[None]:
             break
         time.sleep(0.05)
     for pid, _ in new_children:
-        try:
+        with contextlib.suppress(psutil.Error):
             psutil.Process(pid).kill()
-        except psutil.Error:
-            pass
     assert not new_children, f"test left child processes running: {sorted(new_children)}"
     assert not new_shells, f"test left DSH shells running: {sorted(new_shells)}"
     assert not new_fds, f"test left terminal fds open: {sorted(new_fds)}"

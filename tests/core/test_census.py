@@ -6,7 +6,8 @@ import os
 import subprocess
 import uuid
 
-from dsh_terminal_core.provider.census import processes_with_env, shells_of
+from dsh_terminal_bash.census import shells_of
+from dsh_terminal_core.provider.census import processes_with_env
 
 
 def test_finds_exactly_the_processes_carrying_every_variable() -> None:

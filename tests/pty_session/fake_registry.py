@@ -14,6 +14,7 @@ import itertools
 from collections.abc import AsyncIterator
 from typing import Any
 
+from dsh_terminal_bash import BashBackend, BashConfig
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import TerminalError
@@ -21,17 +22,16 @@ from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import (
     BackendSession,
     BackendSpawnContext,
+    LineTailSession,
     SendOperation,
     SendRequest,
     SpawnRequest,
     SpawnResult,
 )
 
-from dsh_terminal_bash import BashBackend, BashConfig
-
 
 class FakeRegistry:
-    """spawn / start_send / get_session / kill over one backend, owner checked by identity."""
+    """The registry calls the facade makes, over one backend, owner checked by identity."""
 
     def __init__(self, backend: Any) -> None:
         self.backend = backend
@@ -78,6 +78,20 @@ class FakeRegistry:
     def get_session(self, owner: Agent, session_id: str) -> BackendSession:
         self.calls.append(("get_session", session_id))
         return self._authorize(owner, session_id)
+
+    def complete_lines_since(
+        self, owner: Agent, session_id: str, cursor: int
+    ) -> tuple[list[str], int]:
+        session = self.get_session(owner, session_id)
+        if not isinstance(session, LineTailSession):
+            raise TerminalError(
+                f"{session_id} ({type(session).__name__}) has no complete_lines_since(cursor)",
+                "UNSUPPORTED",
+            )
+        return session.complete_lines_since(cursor)
+
+    def backend_exports_env(self, kind: str) -> bool:
+        return bool(kind == self.backend.type and self.backend.exports_env)
 
     async def kill(self, owner: Agent, session_id: str, reason: str) -> bool:
         self.calls.append(("kill", session_id))

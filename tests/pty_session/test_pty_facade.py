@@ -263,3 +263,24 @@ async def test_owner_disposed_during_an_open_fails_it_and_leaves_nothing(kind: s
                 assert registry.sessions == {}
             else:
                 assert h.ctx.terminals.list(agent) == []
+
+
+async def test_tail_through_the_real_registry_is_unsupported_without_the_capability() -> None:
+    class FakePlugin:
+        @hookimpl
+        def dsh_plugin_info(self) -> PluginInfo:
+            return PluginInfo(name="fake-backend", inject=("terminals",))
+
+        @hookimpl
+        def dsh_apply(self, ctx: Any) -> None:
+            ctx.on_unload(ctx.terminals.register_backend(FakeBackend("plain")))
+
+    async with Harness(plugins=[*CORE, pty_plugin, FakePlugin()], config=full_access()) as h:
+        agent = h.create_agent("a")
+        spawned = await h.ctx.terminals.spawn(agent, SpawnRequest(type="plain"))
+        with pytest.raises(TerminalError) as caught:
+            h.ctx.pty.tail(agent, spawned.session_id)
+        assert caught.value.code == "UNSUPPORTED"
+        assert "complete_lines_since" in str(caught.value)
+        assert h.ctx.pty.opened_sessions(agent) == []
+        await agent.dispose()

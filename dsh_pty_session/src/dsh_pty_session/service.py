@@ -107,10 +107,11 @@ class PtySessionService:
         if env is not None and not isinstance(env, Mapping):
             raise InvalidArgument("env must be an object mapping NAME to a string value")
         exports = export_line(env) if env else None
-        if exports is not None and self._config.backend_type != "shell":
+        backend = self._config.backend_type
+        if exports is not None and not self._terminals.backend_exports_env(backend):
             raise InvalidArgument(
-                f"env is exported by a shell; backend {self._config.backend_type!r} is not "
-                "the shell backend, so leave env out"
+                f"env is exported by a shell; backend {backend!r} does not declare "
+                "exports_env, so leave env out"
             )
         if self._disposing:
             raise _facade_disposing()
@@ -219,21 +220,16 @@ class PtySessionService:
         is returned once it is complete.
 
         Raises ``UNSUPPORTED`` when the session's backend does not offer complete lines
-        by cursor (see :class:`~dsh_pty_session.LineTailSession`).
+        by cursor (the registry's ``complete_lines_since``; see
+        :class:`~dsh_terminal_core.terminals.LineTailSession`).
         """
         limit = self._config.tail_lines if lines is None else lines
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise InvalidArgument("lines must be a positive integer")
-        session = self._terminals.get_session(owner, session_id)
-        reader = getattr(session, "complete_lines_since", None)
-        if not callable(reader):
-            raise TerminalError(
-                f"session {session_id} cannot be tailed: its backend session "
-                f"({type(session).__name__}) does not provide complete_lines_since(cursor)",
-                "UNSUPPORTED",
-            )
+        tracked = self._sessions.get(session_id)
+        cursor = tracked.cursor if tracked is not None and tracked.owner is owner else 0
+        new_lines, next_cursor = self._terminals.complete_lines_since(owner, session_id, cursor)
         tracked = self._tracked(owner, session_id)
-        new_lines, next_cursor = reader(tracked.cursor)
         trimmed = next_cursor - tracked.cursor - len(new_lines)
         tracked.cursor = max(tracked.cursor, next_cursor)
         truncated = trimmed > 0 or len(new_lines) > limit

@@ -1,4 +1,7 @@
-"""Values the ``ctx.pty`` facade returns, and the one optional capability it needs.
+"""Values the ``ctx.pty`` facade returns, and the registry surface and capability it needs.
+
+:class:`LineTailSession` is declared by the core registry
+(``dsh_terminal_core.terminals``) and re-exported here for consumers.
 
 Each value has ``to_wire()`` giving the camelCase JSON the ``pty_*`` tools return, so
 the tools and the facade cannot drift apart.
@@ -14,6 +17,7 @@ import attrs
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.terminals import (
     BackendSession,
+    LineTailSession,
     SendOperation,
     SendRequest,
     SessionStatus,
@@ -52,27 +56,17 @@ class PtyRegistry(Protocol):
 
     def get_session(self, owner: Agent, session_id: str) -> BackendSession: ...
 
-    async def kill(self, owner: Agent, session_id: str, reason: str) -> bool: ...
-
-
-@runtime_checkable
-class LineTailSession(Protocol):
-    """A backend session that can hand out its complete lines from a line cursor.
-
-    This is an optional capability beyond :class:`~dsh_terminal_core.terminals.BackendSession`:
-    the registry's ``read`` pages lines but includes the line still being written, so an
-    incremental tail built on it would either resend that line or cut it in half. The
-    bash backend's sessions implement it. Lines are numbered absolutely from the start of
-    the session, so a cursor stays valid when the backend trims old output.
-    """
-
-    def complete_lines_since(self, cursor: int) -> tuple[list[str], int]:
-        """Return the retained complete lines numbered ``cursor`` and later, and the next cursor.
-
-        Lines already trimmed are skipped; the returned lines are contiguous and end just
-        before the next cursor, so ``next - cursor - len(lines)`` lines were lost.
-        """
+    def complete_lines_since(
+        self, owner: Agent, session_id: str, cursor: int
+    ) -> tuple[list[str], int]:
+        """Complete lines from ``cursor`` on; ``UNSUPPORTED`` for a backend without them."""
         ...
+
+    def backend_exports_env(self, kind: str) -> bool:
+        """True when the backend of type ``kind`` runs ``export`` lines (a shell)."""
+        ...
+
+    async def kill(self, owner: Agent, session_id: str, reason: str) -> bool: ...
 
 
 @runtime_checkable

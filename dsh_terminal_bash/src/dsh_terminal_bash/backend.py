@@ -11,7 +11,7 @@ from dsh_terminal_core.provider import TerminalProvider, TerminalSpawnSpec
 from dsh_terminal_core.terminals import BackendSpawnContext
 
 from .config import BashConfig
-from .environment import shell_environment
+from .environment import owner_marker, shell_environment
 from .session import BashSession
 
 __all__ = ["BashBackend"]
@@ -39,6 +39,15 @@ class BashBackend:
     @property
     def type(self) -> str:
         return self._config.backend_type
+
+    @property
+    def exports_env(self) -> bool:
+        """Its sessions are interactive bash, which runs ``export NAME=value`` lines."""
+        return True
+
+    def process_marker(self, owner_id: str) -> dict[str, str]:
+        """What every process of ``owner_id``'s shells carries in its environment."""
+        return owner_marker(owner_id)
 
     @property
     def config(self) -> BashConfig:

@@ -16,12 +16,28 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["PROMPT", "PROMPT_COMMAND", "PYTHON_STARTUP", "shell_environment"]
+__all__ = [
+    "PROMPT",
+    "PROMPT_COMMAND",
+    "PYTHON_STARTUP",
+    "SHELL_MARKER",
+    "owner_marker",
+    "shell_environment",
+]
 
 PROMPT = "dsh> "
 
 # printf expands \033 and \007 itself; "$?" is read first, before anything resets it.
 PROMPT_COMMAND = f"printf '\\033]133;D;%s\\007' \"$?\"; PS1='{PROMPT}'"
+
+
+# Every shell carries these, and so does everything it runs: how a census finds them.
+SHELL_MARKER: dict[str, str] = {"DSH_SHELL": "1"}
+
+
+def owner_marker(owner_id: str) -> dict[str, str]:
+    """The variables every process of ``owner_id``'s shells carries."""
+    return {**SHELL_MARKER, "DSH_SESSION_ID": owner_id}
 
 
 PYTHON_STARTUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pythonstartup.py")
@@ -52,8 +68,7 @@ def shell_environment(owner_id: str, session_id: str) -> dict[str, str]:
         "MANPAGER": "cat",
         "GH_PAGER": "cat",
         "SYSTEMD_PAGER": "cat",
-        "DSH_SHELL": "1",
-        "DSH_SESSION_ID": owner_id,
+        **owner_marker(owner_id),
         "DSH_PTY_SESSION_ID": session_id,
         "PS1": PROMPT,
         "PROMPT_COMMAND": PROMPT_COMMAND,

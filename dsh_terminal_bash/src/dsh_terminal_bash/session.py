@@ -56,7 +56,7 @@ class BashSession:
         self._close_task: asyncio.Task[None] | None = None
         self._motd = ""
         self._startup_text: list[str] = []
-        self._exact = bool(getattr(process, "exact_input_probe", False))
+        self._exact = process.exact_input_probe
         self._watchers: list[Callable[[], None]] = []
         process.set_output_handler(self._on_output)
         process.done.add_done_callback(self._on_exit)

@@ -18,7 +18,7 @@ import psutil
 
 from .agents import Agent
 from .harness import Harness
-from .provider.census import shells_of, still_running
+from .provider.census import processes_with_env, still_running
 from .sandbox.bwrap import BwrapConfig, BwrapSandbox
 
 __all__ = ["run_demo"]
@@ -256,9 +256,13 @@ async def run_demo(sandbox: str = "auto") -> int:
                 return 1
             agent_id = f"demo-agent-{os.getpid()}"
             tour = Tour(harness, harness.create_agent(agent_id))
+            # Each backend's own environment marker, so the census after the harness
+            # closed finds processes that left the terminals' trees too.
+            markers = harness.ctx.terminals.process_markers(agent_id)
             await _tour(tour, workspace)
             await tour.agent.dispose()
-        survivors = sorted(set(still_running(tour.pids)) | set(shells_of(agent_id)))
+        marked = {pid for marker in markers for pid in processes_with_env(marker)}
+        survivors = sorted(set(still_running(tour.pids)) | marked)
         _say()
         if survivors:
             print(

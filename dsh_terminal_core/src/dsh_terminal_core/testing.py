@@ -209,6 +209,11 @@ class FakeBackend:
         return self._type
 
     @property
+    def exports_env(self) -> bool:
+        """A fake terminal runs no shell, so it never takes ``export`` lines."""
+        return False
+
+    @property
     def in_flight(self) -> int:
         """How many spawns are waiting at the hold."""
         return len(self._waiters)

@@ -1,10 +1,12 @@
 """Find processes by what their environment says about them.
 
-Every shell the bash backend starts carries ``DSH_SHELL=1``, ``DSH_SESSION_ID=<agent>``
-and ``DSH_PTY_SESSION_ID=<session>``, and so does everything it runs. Reading
-``/proc/<pid>/environ`` therefore answers "what is still running for this agent?" even
-for processes that left the terminal's process tree — the check the demo, the benchmarks
-and the test suite make to prove nothing was left behind.
+A backend that marks its shells' environment declares the marker
+(:class:`~dsh_terminal_core.terminals.MarkedBackend`, collected by
+``ctx.terminals.process_markers(owner)``); everything a marked shell runs inherits it.
+Reading ``/proc/<pid>/environ`` for the marker therefore answers "what is still running
+for this owner?" even for processes that left the terminal's process tree — the check
+the demo, the benchmarks and the test suite make to prove nothing was left behind. This
+module knows no backend's variable names.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Iterable, Mapping
 
 import psutil
 
-__all__ = ["processes_with_env", "shells_of", "still_running"]
+__all__ = ["processes_with_env", "still_running"]
 
 
 def processes_with_env(required: Mapping[str, str], proc: str = "/proc") -> list[int]:
@@ -42,11 +44,6 @@ def processes_with_env(required: Mapping[str, str], proc: str = "/proc") -> list
         if all(needle in environ for needle in needles):
             found.append(int(entry))
     return found
-
-
-def shells_of(agent_id: str) -> list[int]:
-    """Pids of the shells (and everything they started) of the agent named ``agent_id``."""
-    return processes_with_env({"DSH_SHELL": "1", "DSH_SESSION_ID": agent_id})
 
 
 def still_running(identities: Iterable[tuple[int, float]]) -> list[int]:

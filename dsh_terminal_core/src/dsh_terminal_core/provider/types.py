@@ -90,6 +90,13 @@ class TerminalProcess(Protocol):
 
     async def write(self, data: str | bytes) -> None: ...
 
+    @property
+    def exact_input_probe(self) -> bool:
+        """True where ``input_waiting`` and :meth:`is_reading_terminal` are exact (Linux on
+        x86_64/aarch64); False where they always answer False, so a caller must fall
+        back to another readiness signal."""
+        ...
+
     def inspect_foreground(self) -> Foreground | None: ...
 
     def foreground_pgid(self) -> int | None: ...

@@ -32,6 +32,8 @@ from .types import (
     ALLOWED_SIGNALS,
     BackendSession,
     BackendSpawnContext,
+    LineTailSession,
+    MarkedBackend,
     ReadRequest,
     ReadResult,
     SendOperation,
@@ -329,6 +331,45 @@ class TerminalSessionService:
     def get_session(self, owner: Agent, session_id: str) -> BackendSession:
         """Return the backend session behind ``session_id`` for layers that drive it directly."""
         return self._authorize(owner, session_id).session
+
+    def complete_lines_since(
+        self, owner: Agent, session_id: str, cursor: int
+    ) -> tuple[list[str], int]:
+        """Return the session's complete lines numbered ``cursor`` and later, and the next cursor.
+
+        A capability a backend declares by implementing :class:`LineTailSession`; for a
+        session whose backend does not, this raises ``UNSUPPORTED``. Authorization is the
+        same as every other call (``NO_SESSION``, ``FOREIGN_SESSION``).
+        """
+        session = self._authorize(owner, session_id).session
+        if not isinstance(session, LineTailSession):
+            raise TerminalError(
+                f"session {session_id} cannot be tailed: its backend session "
+                f"({type(session).__name__}) does not provide complete_lines_since(cursor)",
+                "UNSUPPORTED",
+            )
+        return session.complete_lines_since(cursor)
+
+    def backend_exports_env(self, kind: str) -> bool:
+        """True when the backend registered as ``kind`` declares ``exports_env``.
+
+        False for a type nobody registered: a caller deciding whether to send
+        ``export`` lines must not send them to a terminal that is not a shell.
+        """
+        backend = self._backends.get(kind)
+        return backend is not None and bool(backend.exports_env)
+
+    def process_markers(self, owner_id: str) -> builtins.list[dict[str, str]]:
+        """The environment markers ``owner_id``'s shells carry, one per marking backend.
+
+        Backends declare a marker by implementing :class:`MarkedBackend`; the others
+        contribute nothing. Used to prove an owner left no process behind.
+        """
+        return [
+            dict(backend.process_marker(owner_id))
+            for backend in self._backends.values()
+            if isinstance(backend, MarkedBackend)
+        ]
 
     def session_type(self, owner: Agent, session_id: str) -> str:
         """Return the backend type of ``session_id``."""

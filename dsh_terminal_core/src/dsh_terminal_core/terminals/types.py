@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
@@ -18,6 +18,8 @@ __all__ = [
     "ALLOWED_SIGNALS",
     "BackendSession",
     "BackendSpawnContext",
+    "LineTailSession",
+    "MarkedBackend",
     "ReadRequest",
     "ReadResult",
     "SendOperation",
@@ -187,10 +189,50 @@ class BackendSession(Protocol):
 
 
 @runtime_checkable
+class LineTailSession(Protocol):
+    """A backend session that can hand out its complete lines from a line cursor.
+
+    An optional capability beyond :class:`BackendSession`, reached through
+    :meth:`TerminalSessionService.complete_lines_since` (``UNSUPPORTED`` for sessions
+    without it): ``read`` pages lines but includes the line still being written, so an
+    incremental tail built on it would either resend that line or cut it in half. The
+    bash backend's sessions implement it. Lines are numbered absolutely from the start of
+    the session, so a cursor stays valid when the backend trims old output.
+    """
+
+    def complete_lines_since(self, cursor: int) -> tuple[list[str], int]:
+        """Return the retained complete lines numbered ``cursor`` and later, and the next cursor.
+
+        Lines already trimmed are skipped; the returned lines are contiguous and end just
+        before the next cursor, so ``next - cursor - len(lines)`` lines were lost.
+        """
+        ...
+
+
+@runtime_checkable
+class MarkedBackend(Protocol):
+    """A backend whose shells carry an environment marker naming their owner.
+
+    Everything a marked shell starts inherits the marker, so
+    :func:`dsh_terminal_core.provider.census.processes_with_env` finds an owner's
+    processes even after they left the terminal's process tree.
+    """
+
+    def process_marker(self, owner_id: str) -> Mapping[str, str]:
+        """The ``NAME=value`` pairs every process of ``owner_id``'s shells carries."""
+        ...
+
+
+@runtime_checkable
 class TerminalBackend(Protocol):
     """A kind of terminal (``type``), e.g. the bash backend's ``shell``."""
 
     @property
     def type(self) -> str: ...
+
+    @property
+    def exports_env(self) -> bool:
+        """True when its sessions run a POSIX shell, so ``export NAME=value`` lines work."""
+        ...
 
     async def spawn(self, context: BackendSpawnContext) -> BackendSession: ...
