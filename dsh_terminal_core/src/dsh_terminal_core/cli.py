@@ -72,6 +72,31 @@ def _version_report() -> str:
     return "\n".join([f"dsh-terminal {core}", *lines])
 
 
+def _add_http_arguments(mcp: argparse.ArgumentParser) -> None:
+    http = mcp.add_argument_group("streamable HTTP (instead of stdio)")
+    http.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve at http://HOST:PORT/mcp ([::1]:PORT for IPv6; port 0 picks a free one)",
+    )
+    http.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="JSON object of bearer token -> agent id (else env DSH_MCP_TOKENS)",
+    )
+    http.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="serve without tokens, as one identity; refused unless HOST is loopback",
+    )
+    http.add_argument(
+        "--idle-ttl-s",
+        type=float,
+        metavar="N",
+        help="close an identity's sessions N s after its last disconnect (default 3600)",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dsh-terminal", description="Persistent PTY terminals for AI agents."
@@ -93,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "else danger-full-access, said aloud)"
         ),
     )
-    mcp = commands.add_parser("mcp", help="serve every tool over MCP on stdio")
+    mcp = commands.add_parser("mcp", help="serve every tool over MCP (stdio, or --http)")
     mcp.add_argument("--config", help="JSON file with plugin config sections")
     mcp.add_argument(
         "--sandbox",
@@ -101,6 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="sandbox mode for the connection's agent (env DSH_SANDBOX_MODE)",
     )
     mcp.add_argument("--workspace", help="workspace root (env DSH_WORKSPACE_ROOT; default: cwd)")
+    _add_http_arguments(mcp)
     args = parser.parse_args(argv)
     if args.version:
         print(_version_report())
@@ -108,6 +134,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
+    if args.command == "mcp" and args.http is None:
+        for flag, given in (
+            ("--token-file", args.token_file is not None),
+            ("--no-auth", args.no_auth),
+            ("--idle-ttl-s", args.idle_ttl_s is not None),
+        ):
+            if given:
+                parser.error(f"{flag} applies only with --http HOST:PORT")
 
     try:
         if args.command == "plugins":
@@ -118,6 +152,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return asyncio.run(run_demo(args.sandbox))
         if args.command == "mcp":
+            if args.http is not None:
+                from .mcp_http import DEFAULT_IDLE_TTL_S, serve_http
+
+                return serve_http(
+                    args.config,
+                    args.sandbox,
+                    args.workspace,
+                    address=args.http,
+                    token_file=args.token_file,
+                    no_auth=args.no_auth,
+                    idle_ttl_s=DEFAULT_IDLE_TTL_S if args.idle_ttl_s is None else args.idle_ttl_s,
+                )
             from .mcp_server import serve
 
             return serve(config_path=args.config, sandbox=args.sandbox, workspace=args.workspace)

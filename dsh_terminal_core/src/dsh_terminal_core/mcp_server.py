@@ -41,7 +41,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .agents import Agent
@@ -227,7 +227,7 @@ async def _serve(config: Mapping[str, Mapping[str, Any]]) -> int:
     async with Harness(config=config) as harness:
         agent = harness.create_agent(AGENT_ID)
         _announce(harness, agent)
-        server = _build_server(harness, agent)
+        server = _build_server(harness, lambda _ctx: agent)
         status = 0
         failed = False
         with stop.installed(asyncio.get_running_loop()):
@@ -274,8 +274,16 @@ def _describe(exc: BaseException) -> str:
 # -- the MCP surface -------------------------------------------------------------------
 
 
-def _build_server(harness: Harness, agent: Agent) -> Server[Any]:
-    """Build the low-level SDK server whose two handlers forward to ``harness`` as ``agent``."""
+AgentOf = Callable[["ServerRequestContext[Any]"], Agent]
+"""Which agent a request acts as: the connection's own on stdio, the caller's identity on HTTP."""
+
+
+def _build_server(harness: Harness, agent_of: AgentOf) -> Server[Any]:
+    """Build the low-level SDK server whose two handlers forward to ``harness``.
+
+    Every call runs as ``agent_of(ctx)``, resolved per request, so one server can carry
+    one agent (stdio) or many identities (HTTP) with the same handlers.
+    """
     import mcp_types as types
     from mcp.server.lowlevel import Server
 
@@ -294,10 +302,11 @@ def _build_server(harness: Harness, agent: Agent) -> Server[Any]:
         )
 
     async def call_tool(
-        _ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         # Cancellation by the client arrives as task cancellation, which the tools
         # already honour (a send in flight is interrupted and its reservation released).
+        agent = agent_of(ctx)
         result = await harness.call_tool(agent, params.name, dict(params.arguments or {}))
         return to_call_result(result.text, result.value, result.is_error, _notices(agent))
 
