@@ -375,7 +375,7 @@ class _Gateway:
         if scope["type"] != "http":
             return
         path = scope["path"]
-        if path == HEALTH_PATH and scope["method"] in ("GET", "HEAD"):
+        if path == HEALTH_PATH and scope["method"] in {"GET", "HEAD"}:
             await _respond(send, 200, b"ok\n")
             return
         if path != MCP_PATH:
