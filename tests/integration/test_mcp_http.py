@@ -60,6 +60,18 @@ class HttpServer:
         self.process = process
         self.url = f"http://127.0.0.1:{port}/mcp"
         self.lines = lines
+        self.line_added = anyio.Event()
+
+    def added(self, line: str) -> None:
+        self.lines.append(line)
+        self.line_added.set()
+        self.line_added = anyio.Event()
+
+    async def wait_for_log(self, needle: str) -> None:
+        """Wait until stderr has a line containing ``needle`` (woken by each new line)."""
+        with anyio.fail_after(30):
+            while not any(needle in line for line in self.lines):
+                await self.line_added.wait()
 
     @property
     def pid(self) -> int:
@@ -98,6 +110,7 @@ async def http_server(
     lines: list[str] = []
     ready = anyio.Event()
     found: list[int] = []
+    servers: list[HttpServer] = []
 
     async def read_stderr() -> None:
         assert process.stderr is not None
@@ -107,9 +120,13 @@ async def http_server(
                 *complete, pending = (pending + chunk).split(b"\n")
                 for raw in complete:
                     line = raw.decode(errors="replace")
-                    lines.append(line)
+                    if servers:
+                        servers[0].added(line)
+                    else:
+                        lines.append(line)
                     if not found and (match := _LISTENING.search(line)):
                         found.append(int(match.group(1)))
+                        servers.append(HttpServer(process, found[0], lines))
                         ready.set()
         ready.set()
 
@@ -119,7 +136,7 @@ async def http_server(
             with anyio.fail_after(60):
                 await ready.wait()
             assert found, "the server exited before listening:\n" + "\n".join(lines)
-            yield HttpServer(process, found[0], lines)
+            yield servers[0]
             if process.returncode is None:
                 process.send_signal(signal.SIGTERM)
                 with anyio.fail_after(EXIT_BOUND_S):
@@ -186,6 +203,15 @@ def descendants(pid: int) -> set[tuple[int, float]]:
             with contextlib.suppress(psutil.Error):
                 found.add((proc.pid, proc.create_time()))
     return found
+
+
+def tree(pid: int) -> set[tuple[int, float]]:
+    """``pid`` and its descendants, as (pid, start time)."""
+    try:
+        root = {(pid, psutil.Process(pid).create_time())}
+    except psutil.Error:
+        return set()
+    return root | descendants(pid)
 
 
 def _cmdline(pid: int) -> str:
@@ -434,20 +460,22 @@ async def test_an_idle_identity_is_reaped_with_its_process_tree(tmp_path: Path) 
             http_server(tmp_path, "--idle-ttl-s", "2") as server,
             connect(server.url, TOKEN_B) as b,
         ):
-            opened = await open_shell(b, "kept")
-            kept, kept_pid = opened["sessionId"], opened["pid"]
+            kept = (await open_shell(b, "kept"))["sessionId"]
             async with connect(server.url, TOKEN_A) as a:
-                sid = (await open_shell(a))["sessionId"]
+                opened = await open_shell(a)
+                sid = opened["sessionId"]
                 await send(a, sid, "sleep 1001 &")
                 await send(a, sid, "sleep 1000", run_in_background=True)
-                await call(a, "pty_open", {"command": "python3 -q -i"})
-                seen = await wait_for_commands(server.pid, "sleep 1001", "sleep 1000", "python3")
-                procs = {(pid, started) for pid, started in seen if pid != kept_pid}
+                repl = value_of(await call(a, "pty_open", {"command": "python3 -q -i"}))
+                await wait_for_commands(server.pid, "sleep 1001", "sleep 1000", "python3")
+                # A's process trees: its shell and its pty session, with their descendants.
+                procs = tree(opened["pid"]) | tree(repl["pid"])
+                assert len(procs) >= 4
             # A disconnected; B stays connected (its GET stream is open) but makes no call.
             names = {pid: _cmdline(pid) for pid, _ in procs}
             left = await wait_all_gone(procs, bound_s=60)
             assert left == [], ([names.get(p) for p in left], server.log)
-            assert "identity 'agent-a' reaped" in server.log
+            await server.wait_for_log("identity 'agent-a' reaped")
             assert "'agent-b' reaped" not in server.log
             survived = await send(b, kept, "echo still-here")
             assert survived["viewport"] == "still-here\n"
