@@ -42,7 +42,7 @@ import attrs
 from ..errors import TerminalError
 from . import hostguard
 
-__all__ = ["ForkServer", "ServedChild", "fork_server", "server_script"]
+__all__ = ["ForkServer", "ServedChild", "encode_request", "fork_server", "server_script"]
 
 _log = logging.getLogger(__name__)
 
@@ -111,17 +111,9 @@ class ForkServer:
         """Start the server in the background if it is not running; never waits."""
         self._ensure()
 
-    async def spawn(
-        self,
-        executable: str,
-        argv: Sequence[str],
-        *,
-        cwd: str,
-        env: Mapping[str, str],
-        rows: int,
-        cols: int,
-    ) -> ServedChild | None:
-        """Ask the server to start ``argv`` on a new PTY; None if no server can run.
+    async def spawn(self, request: bytes, *, name: str) -> ServedChild | None:
+        """Ask the server to start a child (``request`` from :func:`encode_request`; ``name``
+        names it in errors) on a new PTY; None if no server can run.
 
         A server found dead is replaced once, transparently.
 
@@ -130,20 +122,13 @@ class ForkServer:
                 reason: missing file, bad interpreter, unusable ``cwd``...) or the
                 server died twice in a row while answering.
         """
-        payload = json.dumps(
-            {
-                "executable": executable,
-                "argv": list(argv),
-                "cwd": cwd,
-                "env": dict(env),
-                "rows": rows,
-                "cols": cols,
-            }
-        ).encode()
+        payload = request
         loop = asyncio.get_running_loop()
         failure = ""
         for _ in range(2):
-            address = await asyncio.wrap_future(self._ensure())
+            ready = self._ensure()
+            # A running server's address is at hand: no loop turn spent on the handoff.
+            address = ready.result() if ready.done() else await asyncio.wrap_future(ready)
             if address is None:
                 return None
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -156,7 +141,7 @@ class ForkServer:
                 sock.close()
                 if exc.errno == errno.EMSGSIZE:
                     raise TerminalError(
-                        f"cannot spawn {argv[0]!r}: argv and environment are too large "
+                        f"cannot spawn {name!r}: argv and environment are too large "
                         f"({len(payload)} bytes)",
                         "SPAWN_FAILED",
                     ) from exc
@@ -166,9 +151,9 @@ class ForkServer:
             except BaseException:
                 sock.close()  # the server SIGKILLs and reaps a child it cannot hand over
                 raise
-            return _served(sock, reply, fds, argv[0])
+            return _served(sock, reply, fds, name)
         raise TerminalError(
-            f"cannot spawn {argv[0]!r}: the terminal fork server died while answering ({failure})",
+            f"cannot spawn {name!r}: the terminal fork server died while answering ({failure})",
             "SPAWN_FAILED",
         )
 
@@ -245,6 +230,28 @@ class ForkServer:
         with contextlib.suppress(OSError):
             running.lifeline.close()  # a server that still lives sees EOF and exits
         return True
+
+
+def encode_request(
+    executable: str,
+    argv: Sequence[str],
+    *,
+    cwd: str,
+    env: Mapping[str, str],
+    rows: int,
+    cols: int,
+) -> bytes:
+    """The spawn request for :meth:`ForkServer.spawn`: exec ``executable`` with ``argv``."""
+    return json.dumps(
+        {
+            "executable": executable,
+            "argv": list(argv),
+            "cwd": cwd,
+            "env": dict(env),
+            "rows": rows,
+            "cols": cols,
+        }
+    ).encode()
 
 
 def _start_server() -> _Running:

@@ -353,7 +353,6 @@ def _die_with(host_pid: int) -> None:
 
 def main() -> None:
     host_pid, lifeline_fd = int(sys.argv[1]), int(sys.argv[2])
-    _die_with(host_pid)
     # Terminal signals for the host's foreground group are not ours; the host decides.
     for name in ("SIGINT", "SIGQUIT", "SIGTSTP", "SIGHUP"):
         signal.signal(getattr(signal, name), signal.SIG_IGN)
@@ -363,6 +362,9 @@ def main() -> None:
     lifeline = socket.socket(fileno=lifeline_fd)
     lifeline.set_inheritable(False)
     lifeline.sendall(b"ready\n")
+    # After "ready", so the host's first open does not wait for ctypes to load; a host
+    # that died meanwhile is noticed by the parent check in here, or by end of file.
+    _die_with(host_pid)
     Server(host_pid, listener, lifeline).run()
 
 

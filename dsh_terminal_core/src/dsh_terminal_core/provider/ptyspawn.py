@@ -17,6 +17,7 @@ a failed spawn leaves nothing.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -24,16 +25,24 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+import weakref
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Literal, Protocol
 
 import attrs
 from ptyprocess import PtyProcess
 
 from ..errors import TerminalError
-from .forkclient import fork_server
+from .forkclient import encode_request, fork_server
 
-__all__ = ["PtyChild", "SpawnedPty", "Spawner", "spawn_pty", "spawn_pty_in_process"]
+__all__ = [
+    "PtyChild",
+    "SpawnedPty",
+    "Spawner",
+    "loop_turn",
+    "spawn_pty",
+    "spawn_pty_in_process",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -78,16 +87,18 @@ async def spawn_pty(
     """Start ``argv`` on a new PTY; the child leads a new session on it.
 
     The executable is resolved on the child's ``PATH``; ``cwd`` None means this process's
-    current directory. With the fork server the loop only sends a request and receives
-    the master; in-process (``spawner="in-process"`` or no server) the loop blocks until
-    the child has exec'd.
+    current directory. With the fork server the loop only prepares a request (in its
+    :func:`loop_turn`), sends it and receives the master; in-process
+    (``spawner="in-process"`` or no server) the loop blocks until the child has exec'd.
 
     Raises:
         TerminalError: ``SPAWN_FAILED`` when the executable is missing or not executable,
             ``cwd`` is unusable, or exec fails; no process or descriptor is left behind.
     """
-    executable = _checked(argv, cwd, env)
-    if spawner == "fork-server" and _server_supported():
+    async with loop_turn():
+        if spawner != "fork-server" or not _server_supported():
+            return spawn_pty_in_process(argv, cwd=cwd, env=env, rows=rows, cols=cols)
+        executable = _checked(argv, cwd, env)
         if cwd is None:
             try:
                 cwd = os.getcwd()
@@ -96,14 +107,41 @@ async def spawn_pty(
                     f"cannot spawn {argv[0]!r}: the current directory is unusable: {exc}",
                     "SPAWN_FAILED",
                 ) from exc
-        served = await fork_server().spawn(
+        request = encode_request(
             executable, [executable, *argv[1:]], cwd=cwd, env=env, rows=rows, cols=cols
         )
-        if served is not None:
-            return SpawnedPty(
-                pid=served.pid, master_fd=served.master_fd, pidfd=served.pidfd, child=served
-            )
-    return spawn_pty_in_process(argv, cwd=cwd, env=env, rows=rows, cols=cols)
+    served = await fork_server().spawn(request, name=argv[0])
+    if served is not None:
+        return SpawnedPty(
+            pid=served.pid, master_fd=served.master_fd, pidfd=served.pidfd, child=served
+        )
+    async with loop_turn():
+        return spawn_pty_in_process(argv, cwd=cwd, env=env, rows=rows, cols=cols)
+
+
+_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
+_turns = weakref.WeakKeyDictionary()
+
+
+@contextlib.asynccontextmanager
+async def loop_turn() -> AsyncIterator[None]:
+    """Hold the running loop's turn for the synchronous work of an open.
+
+    An open's work on the loop is small (a request to prepare, a handle to build: tenths
+    of a millisecond), but opens started together would each do it in the same loop
+    iteration: 16 at once stall the loop 16 times as long. The turn is released only at
+    the next iteration, so one open's step runs per iteration and other tasks run in
+    between. Leaving the block never suspends (no cancellation point after the work).
+    """
+    loop = asyncio.get_running_loop()
+    lock = _turns.get(loop)
+    if lock is None:
+        lock = _turns[loop] = asyncio.Lock()
+    await lock.acquire()
+    try:
+        yield
+    finally:
+        loop.call_soon(lock.release)
 
 
 def prestart_server() -> None:

@@ -34,7 +34,7 @@ if sys.platform != "win32":
 
     from .exitwatch import ExitWatch
     from .ptyio import PtyChannel
-    from .ptyspawn import SpawnedPty, Spawner, prestart_server, spawn_pty
+    from .ptyspawn import SpawnedPty, Spawner, loop_turn, prestart_server, spawn_pty
 
 __all__ = ["FOREGROUND_SIGNALS", "LocalTerminalProcess", "LocalTerminalProvider"]
 
@@ -98,20 +98,26 @@ class LocalTerminalProvider:
         loop = asyncio.get_running_loop()
         if self._probe is None:
             self._probe = default_stdin_probe()
+        probe = self._probe
+        async with loop_turn():
+            env = child_environment(spec.env)
         spawned = await spawn_pty(
             spec.argv,
             cwd=spec.cwd,
-            env=child_environment(spec.env),
+            env=env,
             rows=spec.rows,
             cols=spec.cols,
             spawner=self._spawner,
         )
+        process: LocalTerminalProcess | None = None
         try:
-            process = LocalTerminalProcess(loop, spawned, spec, self._table, self._probe)
+            async with loop_turn():  # opens that arrive together are built one per turn
+                process = LocalTerminalProcess(loop, spawned, spec, self._table, probe)
+                process._start()  # cleans up after itself if it fails
         except BaseException:
-            _abandon(spawned, close_fds=True)
+            if process is None:
+                _abandon(spawned, close_fds=True)
             raise
-        process._start()
         return process
 
 
