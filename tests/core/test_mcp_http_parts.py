@@ -5,13 +5,14 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import socket
 from pathlib import Path
 
 import pytest
 
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.errors import DshError
-from dsh_terminal_core.mcp_http import is_loopback, parse_bind, resolve_http_options
+from dsh_terminal_core.mcp_http import _bind, is_loopback, parse_bind, resolve_http_options
 from dsh_terminal_core.mcp_identities import Identities
 from dsh_terminal_core.mcp_server import McpServerError
 from dsh_terminal_core.mcp_tokens import TokenError, TokenTable, bearer_token, load_tokens
@@ -108,6 +109,25 @@ def test_bind_addresses() -> None:
     for bad in ("127.0.0.1", ":80", "host:", "host:http", "host:70000", "::1:80"):
         with pytest.raises(McpServerError):
             parse_bind(bad)
+
+
+async def test_accepted_connections_have_nagle_off() -> None:
+    """asyncio sets TCP_NODELAY only on sockets whose proto says TCP; without it each
+    two-part response waits ~40 ms for the client's delayed ACK."""
+    listener = _bind(parse_bind("127.0.0.1:0"))
+    nodelay: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    def on_connect(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sock = writer.get_extra_info("socket")
+        nodelay.set_result(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        writer.close()
+
+    server = await asyncio.start_server(on_connect, sock=listener)
+    async with server:
+        _, writer = await asyncio.open_connection(*listener.getsockname()[:2])
+        assert await nodelay == 1
+        writer.close()
+        await writer.wait_closed()
 
 
 def test_loopback_is_every_resolved_address_being_loopback() -> None:
