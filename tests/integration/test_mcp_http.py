@@ -453,15 +453,22 @@ async def test_32_concurrent_clients_each_send_50_commands_correctly(tmp_path: P
 # -- lifetime --------------------------------------------------------------------------
 
 
-async def test_an_idle_identity_is_reaped_with_its_process_tree(tmp_path: Path) -> None:
-    """Only this test shortens the idle TTL: it is about that timeout."""
+@pytest.mark.parametrize("terminate_on_close", [True, False], ids=["delete", "vanish"])
+async def test_an_idle_identity_is_reaped_with_its_process_tree(
+    tmp_path: Path, terminate_on_close: bool
+) -> None:
+    """Only this test shortens the idle TTL: it is about that timeout.
+
+    ``vanish``: the client goes without ending its MCP session, as a crashed one does;
+    its closed connections still count as its disconnect.
+    """
     with anyio.fail_after(TEST_BOUND_S):
         async with (
             http_server(tmp_path, "--idle-ttl-s", "2") as server,
             connect(server.url, TOKEN_B) as b,
         ):
             kept = (await open_shell(b, "kept"))["sessionId"]
-            async with connect(server.url, TOKEN_A) as a:
+            async with connect(server.url, TOKEN_A, terminate_on_close=terminate_on_close) as a:
                 opened = await open_shell(a)
                 sid = opened["sessionId"]
                 await send(a, sid, "sleep 1001 &")
