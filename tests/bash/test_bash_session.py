@@ -293,11 +293,12 @@ async def test_motd_and_session_identity_in_the_environment() -> None:
 
 async def test_overridden_prompt_command_still_settles_on_the_shells_read() -> None:
     # Without the marker the prompt tier is gone; the exact stdin-wait tier still sees
-    # bash blocked reading its terminal, long before the silence tier would.
+    # bash blocked reading its terminal, long before the silence tier would. Each of
+    # PS1 and PROMPT_COMMAND restores the other, so only replacing both loses the marker.
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        await send(h, agent, sid, "PROMPT_COMMAND=")
+        await send(h, agent, sid, "PROMPT_COMMAND=: PS1='$ '")
         started = time.monotonic()
         result = await send(h, agent, sid, "echo no-marker")
         assert time.monotonic() - started < FAST

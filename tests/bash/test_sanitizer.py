@@ -438,3 +438,18 @@ def test_long_marker_bodies_near_the_limits(pad: int, bound: int) -> None:
     for size in (1, 2, 5, 13, 64, 70, len(data)):
         chunks = [data[i : i + size] for i in range(0, len(data), size)]
         assert run(chunks, Sanitizer(max_escape_bytes=bound)) == expected, size
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"x\r" + MARK + b"3\x07dsh> ",  # printf 'x\r' right before the prompt
+        b"\r:q\r\x1b[40;1H  \r" + MARK + b"0\x07dsh> ",  # what vim prints as it quits
+    ],
+)
+def test_lone_cr_before_a_marker_leaves_exactly_the_prompt_as_tail(data: bytes) -> None:
+    for cut in range(len(data) + 1):
+        s = Sanitizer()
+        s.feed(data[:cut])
+        s.feed(data[cut:])
+        assert s.prompt_tail == "dsh> ", cut

@@ -2,12 +2,13 @@
 
 from .backend import BashBackend
 from .config import BashConfig
-from .environment import PROMPT, PROMPT_COMMAND, shell_environment
+from .environment import PROMPT, PROMPT_COMMAND, PS1, shell_environment
 from .session import BashSession
 
 __all__ = [
     "PROMPT",
     "PROMPT_COMMAND",
+    "PS1",
     "BashBackend",
     "BashConfig",
     "BashSession",

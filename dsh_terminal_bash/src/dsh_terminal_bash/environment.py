@@ -1,10 +1,28 @@
 """The controlled shell environment: prompt protocol, pagers off, history, session identity.
 
-The prompt protocol: before every prompt, ``PROMPT_COMMAND`` prints the private marker
-``ESC ] 133;D;<$?> BEL`` and then re-asserts ``PS1``. The readiness ladder settles a send
-when the text after the latest marker is exactly the controlled prompt, so re-asserting
-``PS1`` there means an in-shell ``PS1=...`` (a model's command, a sourced script) never
-survives to the next prompt and can never silently kill the fast path.
+The prompt protocol: every prompt starts with the private marker ``ESC ] 133;D;<$?> BEL``
+followed by the controlled prompt text. The readiness ladder settles a send when the text
+after the latest marker is exactly that prompt. The marker lives in ``PS1`` itself (inside
+``\\[...\\]``, so readline does not count it as printed width); ``$?`` there is the last
+command's status, because bash restores it after ``PROMPT_COMMAND``. Printing it with the
+prompt, rather than from ``PROMPT_COMMAND``, puts bash's job notices (``[1]+ Done ...``),
+which bash prints between the two, before the marker where they cannot hide it.
+
+Each of the two variables re-asserts the other, so replacing either one alone never
+loses the marker:
+
+* ``PROMPT_COMMAND`` sets ``PS1`` back to the protocol prompt (and keeps both exported,
+  so a shell started inside the session inherits the protocol): an in-shell ``PS1=...``
+  (a model's command, a sourced script, a nested shell's rc file) never survives to the
+  next prompt.
+* ``PS1`` restores an unset or empty ``PROMPT_COMMAND`` while it is expanded, through a
+  ``${PROMPT_COMMAND:=...}`` whose value is then matched against ``$?`` as a quoted
+  prefix and so never printed. A ``PROMPT_COMMAND`` replaced by another command leaves
+  ``PS1``, and with it the marker, in place.
+
+Only replacing both falls back to the exact stdin-wait tier (no exit code). The
+canonical values are kept in ``DSH_PS1`` and ``DSH_PROMPT_COMMAND``, which lets each one
+be restored from the other without quoting one inside the other.
 
 History: what the model types stays out of the user's history files. Bash saves no
 history file when ``HISTFILE`` is empty (its in-memory history still works); Python's REPL
@@ -19,6 +37,7 @@ import os
 __all__ = [
     "PROMPT",
     "PROMPT_COMMAND",
+    "PS1",
     "PYTHON_STARTUP",
     "SHELL_MARKER",
     "owner_marker",
@@ -27,8 +46,11 @@ __all__ = [
 
 PROMPT = "dsh> "
 
-# printf expands \033 and \007 itself; "$?" is read first, before anything resets it.
-PROMPT_COMMAND = f"printf '\\033]133;D;%s\\007' \"$?\"; PS1='{PROMPT}'"
+# \[ \] mark the marker as zero-width for readline; ${?#"..."} prints $? and, as a side
+# effect of expanding its pattern, restores PROMPT_COMMAND when it is unset or empty.
+PS1 = '\\[\\e]133;D;${?#"${PROMPT_COMMAND:=$DSH_PROMPT_COMMAND}"}\\a\\]' + PROMPT
+
+PROMPT_COMMAND = 'export PROMPT_COMMAND PS1="$DSH_PS1"'
 
 
 # Every shell carries these, and so does everything it runs: how a census finds them.
@@ -70,6 +92,8 @@ def shell_environment(owner_id: str, session_id: str) -> dict[str, str]:
         "SYSTEMD_PAGER": "cat",
         **owner_marker(owner_id),
         "DSH_PTY_SESSION_ID": session_id,
-        "PS1": PROMPT,
+        "DSH_PS1": PS1,
+        "DSH_PROMPT_COMMAND": PROMPT_COMMAND,
+        "PS1": PS1,
         "PROMPT_COMMAND": PROMPT_COMMAND,
     }

@@ -98,6 +98,10 @@ class ReadinessProbe(Protocol):
         """Input bytes no program has read yet; None when unknown."""
         ...
 
+    def is_protocol_shell(self, pgid: int) -> bool:
+        """``pgid`` is led by the session's shell or another instance of it (nested)."""
+        ...
+
     def shell_owns_foreground(self) -> bool: ...
 
     def foreground(self) -> Foreground | None: ...
@@ -137,6 +141,7 @@ class Readiness:
         self._fenced = fenced and not startup
         # Wake counters at the moment the input was completely written (consumption fence).
         self._wakes_at_write: dict[int, int | None] = {}
+        self._write_started = False
         self._activity_at = self._started_at
         self._any_output = False
         self._marker_seen = False
@@ -144,6 +149,10 @@ class Readiness:
         self._prompt_tail_at: float | None = None
         self._wait_seen_at: float | None = None
         self.settled = False
+        # Set while a cancel is in force: a shell's read is then only trusted with the
+        # prompt that follows the interrupt (the line editor can sit in a read after
+        # echoing ^C, before it drops the line and prints the new prompt).
+        self.cancelling = False
         self._probe_step = 0
         self._probe_timer: asyncio.TimerHandle | None = None
         self._silence_timer: asyncio.TimerHandle | None = None
@@ -165,13 +174,17 @@ class Readiness:
         would reject the genuine prompt. A wait that began between this look and the end
         of the write is not proof on its own either; the input-consumed check answers it.
         """
-        if self._fenced and self._probe.exact:
+        if self._fenced and self._probe.exact and not self._write_started:
+            self._write_started = True
             self._wakes_at_write = {
                 pid: self._probe.wake_count(pid) for pid in self._probe.wake_candidates()
             }
 
     def on_write_done(self) -> None:
         """The whole input is in the terminal; the stdin-wait tier may look from now on."""
+        if self._write_done and not self._startup:
+            return
+        self.on_write_start()  # a write cancelled before it began still sets the baseline
         self._write_done = True
         self._activity_at = self._loop.time()
         self._probe_step = 0
@@ -276,8 +289,13 @@ class Readiness:
             self._wait_seen_at = now
             self._arm_probe(_CONFIRM_MS)
             return False
+        shell = foreground.process_group_id == self._probe.shell_group() or (
+            self._probe.is_protocol_shell(foreground.process_group_id)
+        )
+        if shell and self.cancelling:
+            return False
         hold_ms = _CONFIRM_MS
-        if foreground.process_group_id == self._probe.shell_group():
+        if shell:
             hold_ms = self._config.poll_interval_ms
         if (now - self._wait_seen_at) * 1000 + 0.1 < hold_ms:
             self._arm_probe(hold_ms - (now - self._wait_seen_at) * 1000)

@@ -23,7 +23,9 @@ Grammar (7-bit, as xterm reads UTF-8 output):
   stream; they reach the decoder and come out as U+FFFD unless part of a character.
 * CRLF and a lone CR both become LF, judged on the stream with escapes removed. A CR at
   the end of a chunk is held until the next byte is known, so a CRLF split across chunks
-  is one newline.
+  is one newline. A CR still held when a prompt marker comes ended the line before the
+  marker: its newline is text after the marker, but not part of the prompt tail
+  (``printf 'x\r'`` and then a prompt still leaves exactly the prompt as the tail).
 * The rest is decoded as UTF-8 incrementally, invalid bytes becoming U+FFFD.
 
 The prompt marker is the OSC ``133;D`` (``ESC ] 133;D;<exit code> BEL``, ST also
@@ -136,6 +138,9 @@ class Sanitizer:
         self._pending_cr = False
         self._tail: str | None = None
         self._last_exit_code: int | None = None
+        # A CR was held when the latest marker came: the newline it turns into belongs to
+        # the line before the marker, so the prompt tail skips it.
+        self._cr_before_marker = False
 
     @property
     def prompt_tail(self) -> str | None:
@@ -209,6 +214,7 @@ class Sanitizer:
             parts.append(piece)
             length += len(piece)
             markers.append(Marker(exit_code=_exit_code(body, body_len), text_offset=length))
+            self._cr_before_marker = self._pending_cr
             segment_start = match.end()
         piece = self._emit(buf[segment_start:end])
         parts.append(piece)
@@ -275,4 +281,8 @@ class Sanitizer:
     def _note_text(self, text: str) -> None:
         if self._tail is None or not text:
             return
+        if self._cr_before_marker:
+            self._cr_before_marker = False
+            if text.startswith("\n"):
+                text = text[1:]
         self._tail = (self._tail + text[-PROMPT_TAIL_CHARS:])[-PROMPT_TAIL_CHARS:]

@@ -7,6 +7,8 @@ import contextlib
 import os
 from collections.abc import Callable
 
+import attrs
+
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import TerminalError
 from dsh_terminal_core.provider import ExitStatus, Foreground, TerminalProcess
@@ -54,6 +56,9 @@ class BashSession:
         self._op: BashSendOperation | None = None
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
+        self._enforcers: set[asyncio.Task[None]] = set()
+        self._markers = 0  # prompt markers seen so far
+        self._shell_exe: tuple[int, int] | None = None
         self._motd = ""
         self._startup_text: list[str] = []
         self._exact = process.exact_input_probe
@@ -119,11 +124,25 @@ class BashSession:
         return pid, wakes
 
     def _prompt_shell(self, foreground: int) -> int | None:
-        """The pid of the protocol shell leading ``foreground``, or None."""
+        """The pid of the protocol shell leading ``foreground``, or None.
+
+        That is the session's shell, or another instance of the same shell program
+        started inside it (``bash``, ``su``, ``sudo -i``, ``exec bash``), which inherited
+        the protocol through the environment and leads its own foreground group while
+        it reads a line.
+        """
         if self._shell_pgid is None or foreground == self._shell_pgid:
             # Before the first prompt the shell's group is unknown: its leader is the shell.
             return foreground
+        if (
+            self._shell_exe is not None
+            and self._process.executable_id(foreground) == self._shell_exe
+        ):
+            return foreground
         return None
+
+    def is_protocol_shell(self, pgid: int) -> bool:
+        return self._prompt_shell(pgid) is not None
 
     def wake_count(self, pid: int) -> int | None:
         return self._process.wake_count(pid)
@@ -183,6 +202,7 @@ class BashSession:
     def _consume(self, chunk: Chunk) -> None:
         text = chunk.text
         markers = chunk.markers
+        self._markers += len(markers)
         if text:
             self._scrollback.append(text)
             if self._op is not None:
@@ -257,6 +277,7 @@ class BashSession:
         self._shell_pgid = self._process.foreground_pgid()
         if self._shell_pgid is not None:
             self._process.set_shell_process_group(self._shell_pgid)
+            self._shell_exe = self._process.executable_id(self._shell_pgid)
         text = "".join(self._startup_text)
         self._startup_text = []
         self._motd = _without_prompt(text, settlement).strip("\n")
@@ -318,8 +339,17 @@ class BashSession:
             pass  # a cancelled send drops its unwritten remainder on purpose
         except Exception:  # a dead terminal settles through session_exit
             pass
-        # Written, dropped or failed: no more input is coming, so the stdin-wait tier may
-        # look from now on (an interrupted REPL line still settles on the REPL's read).
+        self._write_finished(op)
+
+    def _write_finished(self, op: BashSendOperation) -> None:
+        """Written, dropped or failed: no more input is coming, so readiness may judge.
+
+        Idempotent. Also reached from a cancel whose write task never got to run.
+        """
+        if not op.done.done():
+            op.collecting = True
+        # The stdin-wait tier may look from now on (an interrupted REPL line still
+        # settles on the REPL's read), and markers count as evidence.
         readiness = self._readiness
         if readiness is not None and self._op is op:
             readiness.on_write_done()
@@ -366,15 +396,73 @@ class BashSession:
         return text[len(echoed) :] if text.startswith(echoed) else text
 
     async def _cancel_op(self, op: BashSendOperation) -> None:
+        """Cancel as the terminal's Ctrl-C does, and keep it in force until the send settles.
+
+        Unwritten input is dropped, input written but not yet read is flushed from the
+        terminal (so no suffix of a half-read line can ever run as a command), then the
+        foreground group gets SIGINT. A group that takes the foreground afterwards (the
+        command was being forked just then) gets SIGINT too, until the send settles.
+
+        A shell's own group is interrupted only while the shell is blocked reading its
+        terminal (its line editor then drops the partial line and prints a new prompt at
+        once). Bash busy between two reads would hold the signal until its next input
+        and eat that input's first byte, and bash that already took the whole line would
+        run the unparsed rest of it; so a busy shell is left to finish the line, and the
+        command it starts is what gets the SIGINT.
+        """
         task = op.write_task
         if task is not None and not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if op.done.done() or self._status.kind == "exited" or self._closing:
+        self._write_finished(op)
+        if self._cancel_over(op):
+            return
+        readiness = self._readiness
+        if readiness is not None and self._op is op:
+            readiness.cancelling = True
+        self._process.flush_input()
+        state = _CancelState()
+        self._interrupt(state)
+        # Signalling has begun: the caller's await returns now, and the reservation may
+        # go as soon as the send settles. Keeping the cancel in force runs beside it.
+        enforcer = asyncio.get_running_loop().create_task(self._keep_cancelled(op, state))
+        self._enforcers.add(enforcer)
+        enforcer.add_done_callback(self._enforcers.discard)
+
+    async def _keep_cancelled(self, op: BashSendOperation, state: _CancelState) -> None:
+        delay_ms = 1.0
+        while not self._cancel_over(op):
+            await asyncio.wait({op.done}, timeout=delay_ms / 1000)
+            delay_ms = min(delay_ms * 2, float(self._config.poll_interval_ms))
+            if not self._cancel_over(op):
+                self._interrupt(state)
+
+    def _cancel_over(self, op: BashSendOperation) -> bool:
+        return op.done.done() or self._status.kind == "exited" or self._closing
+
+    def _interrupt(self, state: _CancelState) -> None:
+        """SIGINT the foreground group if this cancel has not reached it yet."""
+        foreground = self._process.foreground_pgid()
+        if foreground is None:
+            return
+        if self._prompt_shell(foreground) is not None:
+            # A prompt printed since the last SIGINT is the answer; never interrupt it.
+            if state.markers_at_signal is not None and self._markers > state.markers_at_signal:
+                return
+            now = asyncio.get_running_loop().time()
+            if state.shell_signalled_at is not None and now - state.shell_signalled_at < (
+                2 * self._config.poll_interval_ms / 1000
+            ):
+                return
+            if self._exact and self.prompt_reader() is None:
+                return  # busy between reads: wait for its read, or for its command
+            state.shell_signalled_at = now
+            state.markers_at_signal = self._markers
+        elif foreground in state.groups:
             return
         with contextlib.suppress(TerminalError):
-            self._process.signal_foreground("SIGINT")
+            state.groups.add(self._process.signal_foreground("SIGINT", foreground))
 
     # -- read, signal, close ----------------------------------------------------------
 
@@ -403,6 +491,8 @@ class BashSession:
         Raises when teardown leaves survivors; a later call retries.
         """
         self._closing = True
+        for enforcer in list(self._enforcers):
+            enforcer.cancel()
         # Output produced by the teardown itself (a prompt after the TERM) must not settle
         # the active send as if the command had finished.
         if self._readiness is not None:
@@ -423,6 +513,15 @@ class BashSession:
                 )
             )
         self._op = None
+
+
+@attrs.define
+class _CancelState:
+    """What one cancel has interrupted so far."""
+
+    groups: set[int] = attrs.field(factory=set)
+    shell_signalled_at: float | None = None
+    markers_at_signal: int | None = None
 
 
 def _resolve(future: asyncio.Future[Settlement], settlement: Settlement) -> None:

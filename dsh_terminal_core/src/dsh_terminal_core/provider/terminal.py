@@ -347,11 +347,14 @@ class LocalTerminalProcess:
             )
         self._shell_pgid = pgid
 
-    def signal_foreground(self, sig: str) -> int:
+    def signal_foreground(self, sig: str, expected_pgid: int | None = None) -> int:
         """Send ``sig`` to the current foreground group and return that group's id.
 
         The group is resolved at call time. SIGKILL to the shell's own group is refused:
-        killing the shell ends the session, which is :meth:`terminate`'s job.
+        killing the shell ends the session, which is :meth:`terminate`'s job. With
+        ``expected_pgid`` the signal goes only to that group, and only while it still
+        owns the foreground (a caller that looked first never hits a group that took
+        the foreground after its look).
 
         Raises:
             TerminalError: ``INVALID_ARGUMENT`` for a signal outside SIGINT, SIGTERM,
@@ -368,6 +371,10 @@ class LocalTerminalProcess:
         if pgid is None:
             raise TerminalError(
                 "cannot determine the terminal's foreground process group", "NO_FOREGROUND"
+            )
+        if expected_pgid is not None and pgid != expected_pgid:
+            raise TerminalError(
+                f"process group {expected_pgid} no longer owns the foreground", "NO_FOREGROUND"
             )
         shell_pgid = self._shell_pgid if self._shell_pgid is not None else self._pid
         if signum == signal.SIGKILL and pgid == shell_pgid:
