@@ -12,8 +12,9 @@ Three contenders send the same ``echo hi`` to one shell each:
 
 Rounds interleave the contenders (a batch of each in turn), so a load spike on the
 shared machine hits all three alike. Wall time per send gives p50/p95; CPU per send is
-this process's CPU during the contender's batches plus, for the two servers, the server
-process's own user+sys over the same batches. Results go to
+this process's CPU during the contender's batches (the client; for in-process, the
+whole stack) plus, for the two servers, the server process's own user+sys over the same
+batches. Results go to
 ``bench/results/mcp_transports.json``.
 """
 
@@ -57,7 +58,8 @@ class Contender:
         self.send = send
         self.server = psutil.Process(server_pid) if server_pid is not None else None
         self.wall: list[float] = []
-        self.cpu_s = 0.0
+        self.client_cpu_s = 0.0
+        self.server_cpu_s = 0.0
 
     def server_cpu(self) -> float:
         if self.server is None:
@@ -71,7 +73,8 @@ class Contender:
             start = time.perf_counter()
             await self.send()
             self.wall.append(time.perf_counter() - start)
-        self.cpu_s += time.process_time() - cpu0 + self.server_cpu() - server0
+        self.client_cpu_s += time.process_time() - cpu0
+        self.server_cpu_s += self.server_cpu() - server0
 
 
 def _check(value: Any) -> None:
@@ -200,7 +203,12 @@ async def run(rounds: int, batch: int, warmup: int) -> dict[str, Any]:
     for contender in contenders:
         summary = summarize(contender.wall)
         summary["ratio_p50_to_in_process"] = percentile(contender.wall, 50) / floor
-        summary["cpu_ms_per_send"] = contender.cpu_s * 1000 / len(contender.wall)
+        sends = len(contender.wall)
+        summary["client_cpu_ms_per_send"] = contender.client_cpu_s * 1000 / sends
+        summary["server_cpu_ms_per_send"] = contender.server_cpu_s * 1000 / sends
+        summary["cpu_ms_per_send"] = (
+            summary["client_cpu_ms_per_send"] + summary["server_cpu_ms_per_send"]
+        )
         results[contender.name] = summary
     return {
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -215,13 +223,15 @@ async def run(rounds: int, batch: int, warmup: int) -> dict[str, Any]:
 
 def table(report: dict[str, Any]) -> str:
     lines = [
-        "| terminal_send `echo hi` | p50 ms | p95 ms | p50 / in-process | CPU ms per send |",
+        "| terminal_send `echo hi` | p50 ms | p95 ms | p50 / in-process "
+        "| CPU ms per send (client + server) |",
         "|---|---:|---:|---:|---:|",
     ]
     for name, row in report["results"].items():
         lines.append(
             f"| {name} | {row['p50_ms']:.2f} | {row['p95_ms']:.2f} | "
-            f"{row['ratio_p50_to_in_process']:.2f}x | {row['cpu_ms_per_send']:.2f} |"
+            f"{row['ratio_p50_to_in_process']:.2f}x | {row['cpu_ms_per_send']:.2f} "
+            f"({row['client_cpu_ms_per_send']:.2f} + {row['server_cpu_ms_per_send']:.2f}) |"
         )
     load = ", ".join(f"{value:.2f}" for value in report["load_before"])
     lines.append("")
