@@ -74,6 +74,7 @@ async def slow_server() -> AsyncIterator[int]:
     await server.wait_closed()
 
 
+@pytest.mark.slow
 async def test_terminal_plus_network_wait_settles_by_silence_not_stdin_read(
     slow_server: int,
 ) -> None:

@@ -25,8 +25,9 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
+from .lineage import Lineage
 from .procfiles import ProcessFiles, epoll_entries
-from .procfs import PROC, ProcStat, iter_pids, last_pid, read_stat
+from .procfs import PROC, ProcStat, last_pid, read_stat
 from .unixdiag import UnixPeers
 
 __all__ = ["ChannelJudge"]
@@ -38,15 +39,17 @@ _EPOLL_LINK = "anon_inode:[eventpoll]"
 _MAX_NESTING = 4  # epoll instances watching epoll instances
 _MAX_RELATIVES = 64  # processes looked through for a copy of the other end
 _MAX_ANCESTORS = 16
-_VERDICTS_MAX = 256
+_CACHE_MAX = 256
 
 
 @attrs.frozen
 class _Verdict:
-    """Who else held the other ends when last looked, and the newest pid at that time."""
+    """Who else held the other ends when last looked, the newest pid at that time, and
+    the relatives already looked at."""
 
     holder: int | None
     last_pid: int | None
+    checked: frozenset[tuple[int, int]]  # (pid, starttime)
 
 
 class ChannelJudge:
@@ -56,6 +59,8 @@ class ChannelJudge:
         self._proc = proc
         self._peers = peers if peers is not None else UnixPeers()
         self._verdicts: dict[tuple[int, int, frozenset[str]], _Verdict] = {}
+        self._ends: dict[tuple[int, int, str], int] = {}
+        self._lineage = Lineage(proc)
 
     def only_own(
         self, files: ProcessFiles, fds: Iterable[int], is_terminal: Callable[[int], bool]
@@ -68,15 +73,43 @@ class ChannelJudge:
             return False
         if not pipes and not peers:
             return True
+        own = read_stat(files.pid, self._proc)
+        if own is None:
+            return False
+        for link in pipes:
+            if not self._holds_end(files, own.starttime, link, writer=True):
+                return False
+        for link in peers:
+            if not self._holds_end(files, own.starttime, link, writer=False):
+                return False
+        return not self._held_elsewhere(own, pipes | peers)
+
+    def _holds_end(self, files: ProcessFiles, starttime: int, link: str, *, writer: bool) -> bool:
+        """True if the process holds ``link`` (for a pipe: opened for writing).
+
+        The descriptor found last time is checked first (one ``fdinfo`` or ``readlink``),
+        so a REPL's self-pipes cost a full descriptor-table read only once.
+        """
+        key = (files.pid, starttime, link)
+        known = self._ends.get(key)
+        if known is not None and self._is_end(files, known, link, writer=writer):
+            return True
         table = files.table()
         if table is None:
             return False
-        if any(peer not in table for peer in peers):
+        for fd in table.get(link, ()):
+            if self._is_end(files, fd, link, writer=writer):
+                if len(self._ends) >= _CACHE_MAX:
+                    self._ends.clear()
+                self._ends[key] = fd
+                return True
+        return False
+
+    @staticmethod
+    def _is_end(files: ProcessFiles, fd: int, link: str, *, writer: bool) -> bool:
+        if files.link(fd) != link:
             return False
-        for pipe in pipes:
-            if not any(files.writable(fd) for fd in table.get(pipe, ())):
-                return False
-        return not self._held_elsewhere(files.pid, pipes | peers)
+        return not writer or files.writable(fd)
 
     def _sort(
         self,
@@ -136,42 +169,42 @@ class ChannelJudge:
             watched.append(entry.fd)
         return watched
 
-    def _held_elsewhere(self, pid: int, links: set[str]) -> bool:
-        """True if a relative of ``pid`` holds any of ``links``, or that cannot be ruled out.
+    def _held_elsewhere(self, own: ProcStat, links: set[str]) -> bool:
+        """True if a relative of ``own`` holds any of ``links``, or that cannot be ruled out.
 
-        Finding relatives takes one scan of ``/proc`` (there is no cheaper way to list a
-        process's descendants on kernels without ``/proc/<pid>/task/<tid>/children``), so
-        the answer is remembered: "nobody else" stands while no process has been created
-        anywhere since (:func:`last_pid` unchanged); "someone else" stands while that
-        holder still holds it.
+        Relatives can only come to hold a copy by inheriting it, so each is looked at
+        once per set of links: ancestors on the first look, descendants as they appear
+        (:class:`.lineage.Lineage`). While no process has been created anywhere since the
+        last look (:func:`last_pid` unchanged) nothing needs looking at; a holder found
+        is looked at again until it lets go.
         """
-        own = read_stat(pid, self._proc)
-        if own is None:
-            return True
-        key = (pid, own.starttime, frozenset(links))
-        known = self._verdicts.get(key)
-        if known is not None:
-            if (
-                known.holder is None
-                and known.last_pid is not None
-                and known.last_pid == last_pid(self._proc)
-            ):
-                return False
-            if known.holder is not None and self._holds(known.holder, links):
-                return True
+        key = (own.pid, own.starttime, frozenset(links))
         stamp = last_pid(self._proc)
-        relatives = self._relatives(own)
-        holder: int | None = None
-        if relatives is None:
+        known = self._verdicts.get(key)
+        if known is not None and known.holder is not None:
+            if self._holds(known.holder, links):
+                return True
+            known = None  # it let go: look at every relative again
+        if known is not None and stamp is not None and known.last_pid == stamp:
+            return False
+        checked = known.checked if known is not None else frozenset()
+        candidates: list[tuple[int, int]] = []
+        if known is None:
+            ancestors = self._ancestors(own)
+            if ancestors is None:
+                return True
+            candidates += ancestors
+        descendants = self._lineage.descendants(own.pid, own.starttime)
+        if descendants is None or len(descendants) > _MAX_RELATIVES:
             self._verdicts.pop(key, None)
             return True
-        for other in relatives:
-            if self._holds(other, links):
-                holder = other
-                break
-        if len(self._verdicts) >= _VERDICTS_MAX:
+        candidates += [who for who in descendants if who not in checked]
+        holder = next((pid for pid, _ in candidates if self._holds(pid, links)), None)
+        if len(self._verdicts) >= _CACHE_MAX:
             self._verdicts.clear()
-        self._verdicts[key] = _Verdict(holder=holder, last_pid=stamp)
+        self._verdicts[key] = _Verdict(
+            holder=holder, last_pid=stamp, checked=checked | frozenset(candidates)
+        )
         return holder is not None
 
     def _holds(self, pid: int, links: set[str]) -> bool:
@@ -190,38 +223,22 @@ class ChannelJudge:
                 continue
         return False
 
-    def _relatives(self, own: ProcStat) -> list[int] | None:
-        """Processes that could share ``own``'s descriptors by inheritance: its ancestors
-        inside its session and all its descendants. None if they cannot all be found."""
-        parents: dict[int, int] = {}
-        sessions: dict[int, int] = {}
-        for other in iter_pids(self._proc):
-            found = read_stat(other, self._proc)
-            if found is not None:
-                parents[other] = found.ppid
-                sessions[other] = found.session
-        relatives: list[int] = []
+    def _ancestors(self, own: ProcStat) -> list[tuple[int, int]] | None:
+        """``(pid, starttime)`` of the ancestors of ``own`` inside its session (None if
+        the chain is too long)."""
+        ancestors: list[tuple[int, int]] = []
         parent = own.ppid
         for _ in range(_MAX_ANCESTORS):
-            if parent <= 1 or own.session == own.pid or sessions.get(parent) != own.session:
-                break
-            relatives.append(parent)
+            if parent <= 1 or own.session == own.pid:
+                return ancestors
+            up = read_stat(parent, self._proc)
+            if up is None or up.session != own.session:
+                return ancestors
+            ancestors.append((parent, up.starttime))
             if parent == own.session:
-                break
-            parent = parents.get(parent, 0)
-        else:
-            return None
-        children: dict[int, list[int]] = {}
-        for child, parent in parents.items():
-            children.setdefault(parent, []).append(child)
-        frontier = [own.pid]
-        while frontier:
-            for child in children.get(frontier.pop(), ()):
-                relatives.append(child)
-                frontier.append(child)
-            if len(relatives) > _MAX_RELATIVES:
-                return None
-        return relatives
+                return ancestors
+            parent = up.ppid
+        return None
 
 
 def _inode(link: str) -> int:

@@ -25,10 +25,10 @@ it soon:
   wait on the terminal *and* a socket or another process's pipe may be a wait for the
   network, as ``ssh`` and ``docker exec -it`` do.
 
-Every positive answer is confirmed by re-reading the syscall line, and for waits whose
-descriptors sit in memory also the thread's scheduler statistics: if the thread ran
-while we looked (it may re-enter the same call with the same arguments after rewriting
-its descriptor sets), the answer is False. Anything unreadable, any architecture
+Every positive answer is confirmed by the thread's scheduler statistics, read before its
+syscall line and again at the end: if the thread ran while we looked (it may re-enter
+the same call with the same arguments after rewriting its descriptor sets), the answer
+is False. Anything unreadable, any architecture
 without a table and any non-64-bit process is a miss, never a guess.
 """
 
@@ -207,9 +207,18 @@ class _Look:
         self._refers: dict[int, bool] = {}
 
     def thread_reading(self, tid: str) -> bool:
-        """True if thread ``tid`` is blocked reading the terminal in a wait that is proof."""
-        path = f"{self._proc}/{self._files.pid}/task/{tid}/syscall"
-        line = read_text(path)
+        """True if thread ``tid`` is blocked reading the terminal in a wait that is proof.
+
+        The thread's scheduler statistics are read before its syscall line and again at
+        the end: unchanged, the thread did not run in between, so the syscall line, the
+        descriptor sets and the timeout read from its memory all belong to one wait. (A
+        thread that re-enters ``select`` rewrites its sets first, usually with the same
+        syscall line, so the line alone cannot tell.)
+        """
+        before = self._runs(tid)
+        if before is None:
+            return False
+        line = read_text(f"{self._proc}/{self._files.pid}/task/{tid}/syscall")
         if line is None:
             return False
         parsed = _parse_syscall(line)
@@ -220,21 +229,16 @@ class _Look:
         if call is None:
             return False
         if call.kind is Wait.READ:
-            return self.refers(args[0]) and read_text(path) == line
-        # The wait's descriptors and timeout are read from memory the thread rewrites
-        # whenever it re-enters the call (often with an identical syscall line), so the
-        # thread must not have run at all between here and the final look.
-        before = self._runs(tid)
-        if before is None:
-            return False
-        waits = self._wait_set(call.kind, args)
-        proof = (
-            waits is not None
-            and any(self.refers(fd) for fd in waits.reads)
-            and not self._ends_soon(call, args)
-            and self._channels.only_own(self._files, waits.wakes, self.refers)
-        )
-        return proof and read_text(path) == line and self._runs(tid) == before
+            proof = self.refers(args[0])
+        else:
+            waits = self._wait_set(call.kind, args)
+            proof = (
+                waits is not None
+                and any(self.refers(fd) for fd in waits.reads)
+                and not self._ends_soon(call, args)
+                and self._channels.only_own(self._files, waits.wakes, self.refers)
+            )
+        return proof and self._runs(tid) == before
 
     def _runs(self, tid: str) -> bytes | None:
         """Something that changes whenever the thread runs: its scheduler statistics
