@@ -58,8 +58,9 @@ def _common(config: SshConfig, destination: Destination, control_path: str) -> l
         "-o", f"ConnectTimeout={config.connect_timeout_s}",
         "-o", f"ServerAliveInterval={config.server_alive_interval_s}",
         "-o", f"ServerAliveCountMax={config.server_alive_count_max}",
-        # Prompts stay possible (a secret source may answer them one day), but a password
-        # is never typed by guesswork: the client asks for none and fails instead.
+        # Not batch mode (a secret source may answer prompts one day), but nothing is ever
+        # typed by guesswork: with no prompts allowed the client asks for no password,
+        # keyboard-interactive answer or key passphrase, and reports the refusal at once.
         "-o", "BatchMode=no",
         "-o", "NumberOfPasswordPrompts=0",
         "-o", "ForwardAgent=no",

@@ -43,6 +43,9 @@ from .session import SshSession
 
 __all__ = ["SshService"]
 
+# How long a lost session waits for its master's explanation.
+_LAST_WORDS_MS = 2000
+
 _KNOWN_HOST_ADDED = re.compile(r"Warning: Permanently added .* to the list of known hosts\.?$")
 
 
@@ -63,6 +66,23 @@ class _Master:
         except TerminalError:
             return False
         return waited.reason == "timeout"
+
+    async def last_words(self, pty: PtySessionService, owner: Agent) -> str:
+        """What the client said when it ended (``Timeout, server ... not responding``).
+
+        A session client learns only that its master hung up; the reason is the
+        master's. Waits briefly for the master to finish saying it.
+        """
+        try:
+            waited = await pty.wait(owner, self.pty_id, self.exited, _LAST_WORDS_MS)
+        except TerminalError:
+            return ""
+        said = [
+            line.strip()
+            for line in waited.text.split("\n")
+            if line.strip() and not self.exited.search(line)
+        ]
+        return "\n".join(said[-3:])
 
 
 def _split_token() -> tuple[str, str]:
@@ -233,10 +253,11 @@ class SshService:
                         banner=banner,
                         exited=re.compile(rf"{exit_line}:\d+$"),
                     )
-                if waited.reason == "match" and waited.matched and done.match(waited.matched):
-                    raise _login_failed(destination, text)
-                if waited.reason == "exit":
-                    raise _login_failed(destination, text)
+                if waited.reason == "exit" or (
+                    waited.reason == "match" and done.search(waited.matched or "")
+                ):
+                    said = "\n".join(line for line in text.split("\n") if exit_line not in line)
+                    raise _login_failed(destination, said + waited.open_line)
                 if waited.reason == "timeout":
                     raise SshError(
                         f"logging in to {_where(destination)} did not finish within "
@@ -327,6 +348,7 @@ class SshService:
             config=self._config,
             banner=banner,
             name=name,
+            master_words=lambda: master.last_words(pty, owner),
         )
 
     async def _setup_terminal(
@@ -467,7 +489,13 @@ def _login_failed(destination: Destination, text: str) -> SshError:
         ErrorCode.SSH_HOST_KEY: "refused the host key of",
         ErrorCode.SSH_AUTH: "could not log in to",
     }.get(code, "could not connect to")
-    return SshError(f"ssh {what} {_where(destination)}: {detail}", code, text)
+    hint = ""
+    if code == ErrorCode.SSH_AUTH:
+        hint = (
+            " (no password or key passphrase is ever typed: use a key the server accepts "
+            "that has no passphrase, or one held by an ssh agent)"
+        )
+    return SshError(f"ssh {what} {_where(destination)}: {detail}{hint}", code, text)
 
 
 async def _close_quietly(pty: PtySessionService, owner: Agent, pty_id: str) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 import attrs
 
@@ -29,6 +30,8 @@ from .remote import MAX_LINE_BYTES, RemoteProtocol, quote
 __all__ = ["RunResult", "SshSession"]
 
 _INTERRUPT = "\x03"
+# The status a shell reports after SIGINT (128 + 2): what a ^C at an idle prompt prints.
+_SIGINT_STATUS = 130
 
 
 @attrs.frozen(kw_only=True)
@@ -69,6 +72,7 @@ class SshSession:
         config: SshConfig,
         banner: str,
         name: str | None,
+        master_words: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         self.session_id = session_id
         self.owner = owner
@@ -77,13 +81,16 @@ class SshSession:
         self.banner = banner
         self.name = name
         self._pty = pty
+        self._master_words = master_words
         self._protocol = protocol
         self._config = config
         self._seq = 0
         self._pending: int | None = None
+        self._interrupted: int | None = None
         self._lock = asyncio.Lock()
         self._running = False
         self._write_task: asyncio.Task[object] | None = None
+        self._write_lock = asyncio.Lock()
         self._lost: str | None = None
         self.closed = False
 
@@ -113,6 +120,7 @@ class SshSession:
                 f"ssh session {self.session_id} is running another command", ErrorCode.SSH_BUSY
             )
         async with self._lock:
+            line: str | None = None
             if command == "":
                 if self._pending is None:
                     raise InvalidArgument(
@@ -132,40 +140,68 @@ class SshSession:
                 self._seq += 1
                 seq = self._seq
                 self._pending = seq
-                await self._write(self._protocol.command_line(seq, command) + "\n")
-            return await self._until_prompt(seq, timeout_ms)
+                line = self._protocol.command_line(seq, command) + "\n"
+                await self._write(line)
+            return await self._until_prompt(seq, timeout_ms, line)
 
-    async def _until_prompt(self, seq: int, timeout_ms: int) -> RunResult:
-        prompt = self._protocol.prompt_pattern(seq)
+    async def _until_prompt(self, seq: int, timeout_ms: int, line: str | None = None) -> RunResult:
+        """Wait for the prompt that follows command ``seq``; collect its output.
+
+        A prompt of another command with status 130 comes from a ``^C`` that reached the
+        shell between commands. If ``^C`` was written for this command, it arrived
+        before the shell ran this command's line — the terminal flushed the line, or the
+        shell dropped it unexecuted — so the command ended without running (130).
+        Otherwise it was meant for the previous command, which had just ended: the shell
+        may have dropped this command's line on the way, so ``line`` is typed again (its
+        guard makes a surviving first copy run it only once). Other prompts of other
+        commands — a guarded copy that found its number taken — are skipped.
+        """
+        prompt = self._protocol.any_prompt()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        texts: list[str] = []
+        truncated = False
         self._running = True
         try:
-            waited = await self._pty.wait(self.owner, self.pty_id, prompt, timeout_ms)
+            while True:
+                remaining = max(0, int((deadline - loop.time()) * 1000))
+                waited = await self._pty.wait(self.owner, self.pty_id, prompt, remaining)
+                texts.append(waited.text)
+                truncated = truncated or waited.truncated
+                if waited.reason != "match":
+                    break
+                assert waited.matched is not None
+                found = prompt.search(waited.matched)
+                assert found is not None
+                mine = int(found["seq"]) == seq
+                interrupted_idle = not mine and int(found["rc"]) == _SIGINT_STATUS
+                if mine or (interrupted_idle and self._interrupted == seq):
+                    self._pending = None
+                    return RunResult(
+                        output=self._protocol.output("".join(texts), seq),
+                        exit_code=int(found["rc"]),
+                        wait_reason="stdin_read",
+                        truncated=truncated,
+                    )
+                if interrupted_idle and line is not None:
+                    await self._write(line)
         finally:
             self._running = False
-        output = self._protocol.output(waited.text)
-        if waited.reason == "match":
-            assert waited.matched is not None
-            found = prompt.search(waited.matched)
-            assert found is not None
-            self._pending = None
-            return RunResult(
-                output=output,
-                exit_code=int(found["rc"]),
-                wait_reason="stdin_read",
-                truncated=waited.truncated,
-            )
+        output = self._protocol.output("".join(texts), seq)
         if waited.reason == "exit":
-            tail = (output + waited.open_line).strip()
+            output += waited.open_line
+            words = await self._master_words() if self._master_words is not None else ""
+            if words and words not in output:
+                output += ("" if not output or output.endswith("\n") else "\n") + words + "\n"
+            tail = (words or output).strip()
             self._lost = tail.splitlines()[-1] if tail else "the ssh client exited"
             return RunResult(
-                output=output + waited.open_line,
+                output=output,
                 exit_code=None,
                 wait_reason="session_exit",
-                truncated=waited.truncated,
+                truncated=truncated,
             )
-        return RunResult(
-            output=output, exit_code=None, wait_reason="timeout", truncated=waited.truncated
-        )
+        return RunResult(output=output, exit_code=None, wait_reason="timeout", truncated=truncated)
 
     # -- interrupt ------------------------------------------------------------------------
 
@@ -180,6 +216,7 @@ class SshSession:
         self._check_alive()
         if self._pending is None:
             return False, None
+        self._interrupted = self._pending
         await self._write(_INTERRUPT)
         if self._lock.locked():
             return True, None  # the ssh_run in flight collects the prompt
@@ -213,18 +250,19 @@ class SshSession:
         The write runs in its own task and is never cancelled (see the module notes);
         the caller's cancellation only stops the caller's wait for an earlier write.
         """
-        previous = self._write_task
-        if previous is not None and not previous.done():
-            await asyncio.shield(previous)
-        if previous is not None and previous.done() and not previous.cancelled():
-            error = previous.exception()
-            if error is not None:
-                raise error
-        task = asyncio.get_running_loop().create_task(
-            self._pty.send(self.owner, self.pty_id, {"data": data, "submit": False})
-        )
-        task.add_done_callback(_retrieve)
-        self._write_task = task
+        async with self._write_lock:
+            previous = self._write_task
+            if previous is not None and not previous.done():
+                await asyncio.shield(previous)
+            if previous is not None and previous.done() and not previous.cancelled():
+                error = previous.exception()
+                if error is not None:
+                    raise error
+            task = asyncio.get_running_loop().create_task(
+                self._pty.send(self.owner, self.pty_id, {"data": data, "submit": False})
+            )
+            task.add_done_callback(_retrieve)
+            self._write_task = task
 
     async def settle(self) -> None:
         """Wait for the last write to settle (the session is closing or closed)."""
