@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import psutil
 
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.provider import LocalTerminalProcess
 from dsh_terminal_core.provider.forkclient import server_script
 from dsh_terminal_core.terminals import SendRequest, SendResult, SpawnRequest
 
@@ -33,7 +35,9 @@ async def open_shell(h: Harness, agent: Agent, name: str | None = None) -> str:
     return str(result.session_id)
 
 
-async def send(h: Harness, agent: Agent, session_id: str, text: str, submit: bool = True) -> SendResult:
+async def send(
+    h: Harness, agent: Agent, session_id: str, text: str, submit: bool = True
+) -> SendResult:
     op = h.ctx.terminals.start_send(agent, session_id, SendRequest(text=text, submit=submit))
     return await op.done  # type: ignore[no-any-return]
 
@@ -55,3 +59,32 @@ def own_descendants() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+Spawn = Callable[..., Awaitable[LocalTerminalProcess]]
+
+
+class Output:
+    """Collects a terminal process's output; waiters wake as it arrives (no sleeping)."""
+
+    def __init__(self, process: LocalTerminalProcess) -> None:
+        self.data = bytearray()
+        self._changed = asyncio.Event()
+        process.set_output_handler(self._feed)
+
+    def _feed(self, chunk: bytes) -> None:
+        self.data.extend(chunk)
+        self._changed.set()
+
+    async def wait_for(self, needle: bytes, count: int = 1, timeout: float = 20) -> None:
+        """Wait until ``needle`` was printed ``count`` times in all."""
+
+        async def _wait() -> None:
+            while self.data.count(needle) < count:
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(_wait(), timeout)
+
+    async def wait_count(self, needle: bytes, count: int, timeout: float = 20) -> None:
+        await self.wait_for(needle, count, timeout)

@@ -6,59 +6,23 @@ import asyncio
 import shutil
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
 
 import psutil
 import pytest
+
 from dsh_terminal_core.errors import TerminalError
 from dsh_terminal_core.provider import (
     Foreground,
-    LocalTerminalProcess,
-    LocalTerminalProvider,
-    TerminalSpawnSpec,
 )
+
+from ..helpers import Output, Spawn
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="exact probe")
 
-Spawn = Callable[..., Awaitable[LocalTerminalProcess]]
 BASH = ["/bin/bash", "--noprofile", "--norc", "-i"]
 PROMPT = b"ps1> "
-
-
-class Output:
-    def __init__(self, process: LocalTerminalProcess) -> None:
-        self.data = bytearray()
-        self._changed = asyncio.Event()
-        process.set_output_handler(self._feed)
-
-    def _feed(self, chunk: bytes) -> None:
-        self.data.extend(chunk)
-        self._changed.set()
-
-    async def wait_count(self, needle: bytes, count: int, timeout: float = 10) -> None:
-        async def _wait() -> None:
-            while self.data.count(needle) < count:
-                self._changed.clear()
-                await self._changed.wait()
-
-        await asyncio.wait_for(_wait(), timeout)
-
-
-@pytest.fixture
-async def spawn() -> AsyncIterator[Spawn]:
-    provider = LocalTerminalProvider()
-    spawned: list[LocalTerminalProcess] = []
-
-    async def _spawn(argv: list[str], **fields: Any) -> LocalTerminalProcess:
-        fields.setdefault("env", {"PS1": PROMPT.decode(), "TERM": "dumb"})
-        process = await provider.spawn_terminal(TerminalSpawnSpec(argv=argv, **fields))
-        spawned.append(process)
-        return process
-
-    yield _spawn
-    for process in spawned:
-        await process.terminate()
+SPAWN_ENV = {"PS1": PROMPT.decode(), "TERM": "dumb"}
 
 
 async def eventually(

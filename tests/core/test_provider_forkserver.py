@@ -20,7 +20,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,47 +36,12 @@ from dsh_terminal_core.provider import (
 )
 from dsh_terminal_core.provider.forkclient import ForkServer, fork_server
 
+from ..helpers import Output, Spawn
+
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the fork server is Linux-only"
 )
 
-Spawn = Callable[..., Awaitable[LocalTerminalProcess]]
-
-
-class Output:
-    """Collects a process's output; waiters wake as it arrives."""
-
-    def __init__(self, process: LocalTerminalProcess) -> None:
-        self.data = bytearray()
-        self._changed = asyncio.Event()
-        process.set_output_handler(self._feed)
-
-    def _feed(self, chunk: bytes) -> None:
-        self.data.extend(chunk)
-        self._changed.set()
-
-    async def wait_for(self, needle: bytes, timeout: float = 10) -> None:
-        async def _wait() -> None:
-            while needle not in self.data:
-                self._changed.clear()
-                await self._changed.wait()
-
-        await asyncio.wait_for(_wait(), timeout)
-
-
-@pytest.fixture
-async def spawn() -> AsyncIterator[Spawn]:
-    provider = LocalTerminalProvider()
-    spawned: list[LocalTerminalProcess] = []
-
-    async def _spawn(argv: list[str], **fields: Any) -> LocalTerminalProcess:
-        process = await provider.spawn_terminal(TerminalSpawnSpec(argv=argv, **fields))
-        spawned.append(process)
-        return process
-
-    yield _spawn
-    for process in spawned:
-        await process.terminate()
 
 
 def _server() -> psutil.Process:

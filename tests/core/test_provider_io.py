@@ -6,59 +6,19 @@ import asyncio
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
 
-from ..helpers import own_descendants
 from dsh_terminal_core.errors import TerminalError, UnsupportedPlatform
 from dsh_terminal_core.provider import (
-    LocalTerminalProcess,
     LocalTerminalProvider,
     TerminalProcess,
     TerminalSpawnSpec,
 )
 
-Spawn = Callable[..., Awaitable[LocalTerminalProcess]]
-
-
-class Output:
-    """Collects a process's output and wakes waiters as it arrives (no sleeping)."""
-
-    def __init__(self, process: LocalTerminalProcess) -> None:
-        self.data = bytearray()
-        self._changed = asyncio.Event()
-        process.set_output_handler(self._feed)
-
-    def _feed(self, chunk: bytes) -> None:
-        self.data.extend(chunk)
-        self._changed.set()
-
-    async def wait_for(self, needle: bytes, timeout: float = 10) -> None:
-        async def _wait() -> None:
-            while needle not in self.data:
-                self._changed.clear()
-                await self._changed.wait()
-
-        await asyncio.wait_for(_wait(), timeout)
-
-
-@pytest.fixture
-async def spawn() -> AsyncIterator[Spawn]:
-    provider = LocalTerminalProvider()
-    spawned: list[LocalTerminalProcess] = []
-
-    async def _spawn(argv: list[str], **fields: Any) -> LocalTerminalProcess:
-        process = await provider.spawn_terminal(TerminalSpawnSpec(argv=argv, **fields))
-        spawned.append(process)
-        return process
-
-    yield _spawn
-    for process in spawned:
-        await process.terminate()
+from ..helpers import Output, Spawn, own_descendants
 
 
 def _fd_count() -> int:

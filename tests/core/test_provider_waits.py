@@ -13,62 +13,26 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from dsh_terminal_core.provider import (
     Foreground,
     LocalTerminalProcess,
-    LocalTerminalProvider,
-    TerminalSpawnSpec,
 )
 from dsh_terminal_core.provider.syscalls import Wait, current_table
 
+from ..helpers import Output, Spawn
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="exact probe")
 
-Spawn = Callable[..., Awaitable[LocalTerminalProcess]]
 WAITER = str(Path(__file__).parents[1] / "fixtures" / "waiter.py")
 BASH = ["/bin/bash", "--noprofile", "--norc", "-i"]
 PROMPT = b"ps1> "
+SPAWN_ENV = {"PS1": PROMPT.decode(), "TERM": "dumb"}
 LOOKS = 20  # looks at a blocked negative case; each one must say "not proof"
-
-
-class Output:
-    def __init__(self, process: LocalTerminalProcess) -> None:
-        self.data = bytearray()
-        self._changed = asyncio.Event()
-        process.set_output_handler(self._feed)
-
-    def _feed(self, chunk: bytes) -> None:
-        self.data.extend(chunk)
-        self._changed.set()
-
-    async def wait_for(self, needle: bytes, count: int = 1, timeout: float = 20) -> None:
-        async def _wait() -> None:
-            while self.data.count(needle) < count:
-                self._changed.clear()
-                await self._changed.wait()
-
-        await asyncio.wait_for(_wait(), timeout)
-
-
-@pytest.fixture
-async def spawn() -> AsyncIterator[Spawn]:
-    provider = LocalTerminalProvider()
-    spawned: list[LocalTerminalProcess] = []
-
-    async def _spawn(argv: list[str], **fields: Any) -> LocalTerminalProcess:
-        fields.setdefault("env", {"PS1": PROMPT.decode(), "TERM": "dumb"})
-        process = await provider.spawn_terminal(TerminalSpawnSpec(argv=argv, **fields))
-        spawned.append(process)
-        return process
-
-    yield _spawn
-    for process in spawned:
-        await process.terminate()
 
 
 async def eventually(look: Callable[[], bool], timeout: float = 20) -> None:

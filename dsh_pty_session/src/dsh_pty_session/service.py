@@ -16,16 +16,23 @@ nothing left and returns quietly.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.errors import DisposeError, InvalidArgument, TerminalError
+from dsh_terminal_core import (
+    Agent,
+    Cancellation,
+    DisposeError,
+    InvalidArgument,
+    TerminalError,
+    finish_shielded,
+    owner_not_live,
+)
 from dsh_terminal_core.terminals import SendRequest, SpawnRequest
 
 from .config import PtySessionConfig
@@ -116,7 +123,7 @@ class PtySessionService:
         if self._disposing:
             raise _facade_disposing()
         if not owner.live:
-            raise _owner_not_live(owner)
+            raise owner_not_live(owner)
         self._hook(owner)
 
         spawned = await self._terminals.spawn(
@@ -152,7 +159,7 @@ class PtySessionService:
         if self._disposing:
             raise _facade_disposing()
         if not owner.live:
-            raise _owner_not_live(owner)
+            raise owner_not_live(owner)
 
     async def _roll_back(self, owner: Agent, session_id: str) -> None:
         """Close a half-opened session to the end, even if the caller is cancelled meanwhile.
@@ -161,9 +168,8 @@ class PtySessionService:
         failure is not raised (the caller needs the original error); the session then
         stays tracked, so the owner's disposal or :meth:`dispose` tries again.
         """
-        interrupted = await _run_to_end(self.close(owner, session_id))
-        if interrupted:
-            raise asyncio.CancelledError
+        with contextlib.suppress(Exception):
+            await finish_shielded(self.close(owner, session_id))
 
     # -- send -----------------------------------------------------------------------------
 
@@ -204,7 +210,8 @@ class PtySessionService:
             result = await asyncio.shield(op.done)
         except asyncio.CancelledError:
             # The reservation is held until the interrupt settles; let it, then leave.
-            await _run_to_end(op.cancel())
+            with contextlib.suppress(Exception):
+                await finish_shielded(op.cancel())
             raise
         return PtySent(delta=result.viewport, status=result.session_status)
 
@@ -436,30 +443,3 @@ def _facade_disposing() -> TerminalError:
     return TerminalError(
         "the pty facade is shutting down; no new sessions can be opened", "SERVICE_DISPOSING"
     )
-
-
-def _owner_not_live(owner: Agent) -> TerminalError:
-    return TerminalError(f"{owner!r} is disposed; it cannot open sessions", "OWNER_NOT_LIVE")
-
-
-async def _run_to_end(work: Awaitable[Any]) -> bool:
-    """Await ``work`` to its end, absorbing its failure; return True if we were cancelled.
-
-    Cleanup abandoned half-way leaks processes, so a cancellation of the caller is held
-    back until ``work`` finished and then reported to the caller to re-raise.
-    """
-    task = asyncio.ensure_future(work)
-    interrupted = False
-    while True:
-        try:
-            await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if not task.done():
-                interrupted = True
-                continue
-            break
-        except Exception:
-            break
-        else:
-            break
-    return interrupted

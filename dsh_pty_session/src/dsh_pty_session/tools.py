@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dsh_terminal_core.resultcap import cap_text
+from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
+from dsh_terminal_core.terminals import status_text
 from dsh_terminal_core.tools import Tool, ToolExec
 
 from .service import PtySessionService
 
 __all__ = ["pty_tools"]
 
-MAX_RESULT_BYTES = 262144
 
 _ID = {
     "type": "string",
@@ -27,14 +27,6 @@ _ID = {
     "maxLength": 64,
     "description": "Session id from pty_open.",
 }
-
-
-def _status(value: dict[str, Any]) -> str:
-    if value["kind"] == "running":
-        return "running"
-    if value.get("signal"):
-        return f"exited ({value['signal']})"
-    return f"exited ({value.get('exitCode')})"
 
 
 def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
@@ -56,12 +48,12 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
         return {"closed": await pty().close(exec_.agent, args["id"])}
 
     def render_open(_args: dict[str, Any], v: dict[str, Any]) -> str:
-        head = f"opened {v['sessionId']} (pid {v['pid']}, {_status(v['status'])})\n"
+        head = f"opened {v['sessionId']} (pid {v['pid']}, {status_text(v['status'])})\n"
         return cap_text(v["initialOutput"], MAX_RESULT_BYTES, prefix=head, keep="tail")
 
     def render_send(_args: dict[str, Any], v: dict[str, Any]) -> str:
         newline = "\n" if v["delta"] and not v["delta"].endswith("\n") else ""
-        suffix = f"{newline}[{_status(v['status'])}]"
+        suffix = f"{newline}[{status_text(v['status'])}]"
         return cap_text(v["delta"], MAX_RESULT_BYTES, suffix=suffix, keep="tail")
 
     def render_tail(args: dict[str, Any], v: dict[str, Any]) -> str:

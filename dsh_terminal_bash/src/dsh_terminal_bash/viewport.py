@@ -9,77 +9,9 @@ and cut when read.
 
 from __future__ import annotations
 
-from collections import deque
-
-from dsh_terminal_core.textbounds import utf8_len, utf8_tail
+from dsh_terminal_core.textbounds import TailBuffer
 
 __all__ = ["TailBuffer", "ViewportBuffer"]
-
-
-class TailBuffer:
-    """The last ``max_bytes`` UTF-8 bytes of everything appended, cut on a code point.
-
-    Memory stays below twice the bound: a piece is dropped as soon as the pieces after it
-    hold the bound on their own.
-    """
-
-    def __init__(self, max_bytes: int) -> None:
-        """Create an empty buffer; raises ValueError unless ``max_bytes`` is positive."""
-        if max_bytes < 1:
-            raise ValueError(f"max_bytes must be positive, got {max_bytes}")
-        self._max_bytes = max_bytes
-        self._pieces: deque[str] = deque()
-        self._sizes: deque[int] = deque()
-        self._bytes = 0
-        self._truncated = False
-
-    @property
-    def truncated(self) -> bool:
-        """True once anything appended fell outside the bound."""
-        return self._truncated
-
-    def append(self, text: str) -> None:
-        """Add text at the end, forgetting whatever no longer fits."""
-        if not text:
-            return
-        size = utf8_len(text)
-        if size > self._max_bytes:
-            text, _ = utf8_tail(text, self._max_bytes)
-            size = utf8_len(text)
-            self._pieces.clear()
-            self._sizes.clear()
-            self._bytes = 0
-            self._truncated = True
-        self._pieces.append(text)
-        self._sizes.append(size)
-        self._bytes += size
-        while self._bytes - self._sizes[0] >= self._max_bytes:
-            self._bytes -= self._sizes.popleft()
-            self._pieces.popleft()
-            self._truncated = True
-        if self._bytes > self._max_bytes:
-            self._truncated = True
-
-    def text(self) -> str:
-        """Return the retained tail. Costs O(max_bytes); meant for reading, not per chunk."""
-        if not self._pieces:
-            return ""
-        joined = "".join(self._pieces)
-        if self._bytes > self._max_bytes:
-            joined, _ = utf8_tail(joined, self._max_bytes)
-        self._pieces.clear()
-        self._sizes.clear()
-        self._pieces.append(joined)
-        self._bytes = utf8_len(joined)
-        self._sizes.append(self._bytes)
-        return joined
-
-    def clear(self) -> None:
-        """Forget everything, including that anything was truncated."""
-        self._pieces.clear()
-        self._sizes.clear()
-        self._bytes = 0
-        self._truncated = False
 
 
 class ViewportBuffer:

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from .errors import OperationCancelled
 
-__all__ = ["Cancellation"]
+__all__ = ["Cancellation", "finish_shielded"]
+
+_T = TypeVar("_T")
 
 
 class Cancellation:
@@ -73,3 +76,30 @@ class Cancellation:
             await self._event.wait()
         assert self._reason is not None
         return self._reason
+
+
+async def finish_shielded(work: Awaitable[_T]) -> _T:
+    """Await cleanup ``work`` to its end even if the caller is cancelled meanwhile.
+
+    Abandoning a rollback or an interrupt half-way would leak the processes it was
+    stopping, so a cancellation of the caller is held back until ``work`` is done and
+    then raised (it wins over ``work``'s own result or failure). Without one, ``work``'s
+    result is returned and its failure raised.
+    """
+    task = asyncio.ensure_future(work)
+    interrupted = False
+    while True:
+        try:
+            result = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.done():
+                raise
+            interrupted = True
+            continue
+        except Exception:
+            if interrupted:
+                raise asyncio.CancelledError from None
+            raise
+        if interrupted:
+            raise asyncio.CancelledError
+        return result

@@ -10,6 +10,8 @@ from typing import Any
 
 import attrs
 
+from .resultcap import MAX_RESULT_BYTES
+
 __all__ = [
     "JobsConfig",
     "TerminalsConfig",
@@ -57,4 +59,4 @@ class TerminalsConfig:
 class JobsConfig:
     """Config of the ``jobs`` plugin; ``max_output_bytes`` caps what one job keeps."""
 
-    max_output_bytes: int = attrs.field(default=262144, validator=positive_int)
+    max_output_bytes: int = attrs.field(default=MAX_RESULT_BYTES, validator=positive_int)

@@ -22,6 +22,7 @@ __all__ = [
     "TerminalError",
     "ToolNotFound",
     "UnsupportedPlatform",
+    "owner_not_live",
 ]
 
 
@@ -173,3 +174,10 @@ class DisposeError(DshError):
         detail = "; ".join(f"{type(e).__name__}: {e}" for e in errors)
         super().__init__(f"{message}: {detail}" if detail else message)
         self.errors = tuple(errors)
+
+
+def owner_not_live(owner: object) -> TerminalError:
+    """The refusal every layer gives an owner that is disposed or being disposed."""
+    return TerminalError(
+        f"{owner!r} is disposed; it cannot open terminal sessions", ErrorCode.OWNER_NOT_LIVE
+    )

@@ -19,7 +19,8 @@ import attrs
 
 from .agents import Agent, Notice
 from .errors import DshError, InvalidArgument
-from .textbounds import utf8_tail
+from .resultcap import MAX_RESULT_BYTES
+from .textbounds import TailBuffer
 
 __all__ = ["Job", "JobError", "JobHandle", "JobOutput", "JobService"]
 
@@ -95,28 +96,15 @@ class Job:
         self._cap = cap
         self._collect = collect
         self._kill = kill
-        self._pending: list[str] = []
-        self._pending_bytes = 0
-        self._truncated = False
+        # The newest ``cap`` bytes not yet taken; older output is dropped (truncated).
+        self._output = TailBuffer(cap)
         self._result_delivered = False
         self._kill_requested = False
         self.finished = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
     def append(self, text: str) -> None:
-        if not text:
-            return
-        self._pending.append(text)
-        self._pending_bytes += len(text.encode("utf-8", "surrogatepass"))
-        if self._pending_bytes > 2 * self._cap:
-            self._compact()
-
-    def _compact(self) -> None:
-        joined = "".join(self._pending)
-        kept, cut = utf8_tail(joined, self._cap)
-        self._truncated = self._truncated or cut
-        self._pending = [kept]
-        self._pending_bytes = len(kept.encode("utf-8", "surrogatepass"))
+        self._output.append(text)
 
     def _pull(self) -> None:
         if self._collect is not None and self.status == "running":
@@ -125,10 +113,9 @@ class Job:
     def take(self) -> JobOutput:
         """Return what is new since the previous take and reset the cursor."""
         self._pull()
-        self._compact()
-        text = self._pending[0] if self._pending else ""
-        truncated = self._truncated
-        self._pending, self._pending_bytes, self._truncated = [], 0, False
+        text = self._output.text()
+        truncated = self._output.truncated
+        self._output.clear()
         result = None
         if self.status != "running" and not self._result_delivered:
             result = self.result
@@ -147,7 +134,7 @@ class Job:
 class JobService:
     """Runs background jobs per owner; ids are ``job-1``, ``job-2``, ... service-wide."""
 
-    def __init__(self, max_output_bytes: int = 262144) -> None:
+    def __init__(self, max_output_bytes: int = MAX_RESULT_BYTES) -> None:
         self._cap = max_output_bytes
         self._jobs: dict[str, Job] = {}
         self._counter = 0

@@ -11,9 +11,13 @@ from typing import Literal
 
 from .textbounds import utf8_head, utf8_tail
 
-__all__ = ["cap_text"]
+__all__ = ["MAX_RESULT_BYTES", "MIN_CAP_BYTES", "cap_text"]
 
 MIN_CAP_BYTES = 64
+
+# The default bound of one model-facing result (tool text, a job's kept output): 256 KiB,
+# far above what a model needs to read at once and far below what would flood it.
+MAX_RESULT_BYTES = 256 * 1024
 
 
 def cap_text(

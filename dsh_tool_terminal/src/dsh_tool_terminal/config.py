@@ -6,11 +6,12 @@ from typing import Any
 
 import attrs
 
-from dsh_terminal_core.config import boolean
+from dsh_terminal_core import MAX_RESULT_BYTES, boolean
+from dsh_terminal_core.resultcap import MIN_CAP_BYTES
 
 __all__ = ["MIN_RESULT_BYTES", "ToolTerminalConfig"]
 
-MIN_RESULT_BYTES = 64
+MIN_RESULT_BYTES = MIN_CAP_BYTES
 
 
 def _result_bytes(_inst: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -23,4 +24,4 @@ def _result_bytes(_inst: object, attribute: attrs.Attribute[Any], value: object)
 @attrs.frozen(kw_only=True)
 class ToolTerminalConfig:
     enable_run_in_background: bool = attrs.field(default=True, validator=boolean)
-    max_result_bytes: int = attrs.field(default=262144, validator=_result_bytes)
+    max_result_bytes: int = attrs.field(default=MAX_RESULT_BYTES, validator=_result_bytes)

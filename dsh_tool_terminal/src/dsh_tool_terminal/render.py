@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh_terminal_core.resultcap import cap_text
+from dsh_terminal_core import cap_text
+from dsh_terminal_core.terminals import status_text
 
 __all__ = [
     "render_close",
@@ -15,14 +16,6 @@ __all__ = [
     "render_signal",
     "status_line",
 ]
-
-
-def _status_word(status: dict[str, Any]) -> str:
-    if status["kind"] == "running":
-        return "running"
-    if status.get("signal"):
-        return f"exited (killed by {status['signal']})"
-    return f"exited (exit code {status.get('exitCode')})"
 
 
 def status_line(value: dict[str, Any]) -> str:
@@ -41,7 +34,7 @@ def status_line(value: dict[str, Any]) -> str:
     elif reason == "timeout":
         text = "time limit reached; the command may still be running"
     else:
-        text = f"session {_status_word(session)}"
+        text = f"session {status_text(session)}"
     trunc = "; earlier output truncated (see terminal_read)" if value.get("truncated") else ""
     return f"[{reason}: {text}{trunc}]"
 
@@ -95,6 +88,6 @@ def render_list(value: dict[str, Any], max_bytes: int) -> str:
         name = f" ({s['name']})" if s.get("name") else ""
         lines.append(
             f"{s['sessionId']}{name} [type: {s['type']}] pid {s['pid']} "
-            f"{_status_word(s['status'])} cwd {s.get('cwd') or '?'}"
+            f"{status_text(s['status'])} cwd {s.get('cwd') or '?'}"
         )
     return cap_text("\n".join(lines), max_bytes, keep="head")

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh_pty_session import PtySessionService
+from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.resultcap import cap_text
 from dsh_terminal_core.tools import Tool, ToolExec
 
 from .records import MiRecord
@@ -23,7 +23,6 @@ from .session import GdbMiSession
 
 __all__ = ["GdbMiSessions", "gdb_mi_tool"]
 
-MAX_RESULT_BYTES = 262144
 DEFAULT_TIMEOUT_MS = 30000
 
 

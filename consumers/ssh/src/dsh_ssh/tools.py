@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
 from dsh_terminal_core.errors import InvalidArgument
-from dsh_terminal_core.resultcap import cap_text
 from dsh_terminal_core.tools import Tool, ToolExec
 
 from .options import Destination
@@ -14,7 +14,6 @@ from .service import SshService
 
 __all__ = ["ssh_tools"]
 
-MAX_RESULT_BYTES = 262144
 DEFAULT_TIMEOUT_MS = 30000
 
 _SESSION_ID = {"type": "string", "minLength": 1, "maxLength": 64}

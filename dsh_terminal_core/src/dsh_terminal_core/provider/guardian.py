@@ -22,6 +22,8 @@ import sys
 import time
 
 
+# Its own parse of /proc/<pid>/stat (the package has procfs.read_stat): this script runs
+# with -I -S and must import nothing from the package.
 def _stat(pid: int) -> tuple[int, int] | None:
     """(session id, start time in clock ticks) of ``pid``, or None if it is gone."""
     try:

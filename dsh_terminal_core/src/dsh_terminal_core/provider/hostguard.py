@@ -14,6 +14,8 @@ import sys
 import threading
 from pathlib import Path
 
+from .procfs import read_stat
+
 __all__ = ["forget_session", "guard_session", "prestart"]
 
 _GUARDIAN = Path(__file__).with_name("guardian.py")
@@ -78,13 +80,10 @@ def guard_session(session_id: int) -> None:
     """Ask the guardian to kill POSIX session ``session_id`` if this host dies first."""
     if session_id <= 0 or not sys.platform.startswith("linux"):
         return
-    try:
-        with open(f"/proc/{session_id}/stat", "rb") as handle:
-            raw = handle.read()
-        start = int(raw[raw.rfind(b")") + 2 :].split()[19])
-    except (OSError, IndexError, ValueError):
+    stat = read_stat(session_id)
+    if stat is None:
         return
-    _send(f"+ {session_id} {start}\n")
+    _send(f"+ {session_id} {stat.starttime}\n")
 
 
 def forget_session(session_id: int) -> None:

@@ -19,6 +19,7 @@ import signal
 import sys
 
 from ..errors import TerminalError, UnsupportedPlatform
+from ..signals import FOREGROUND_SIGNALS
 from . import hostexit, hostguard
 from .env import child_environment
 from .inspector import StdinProbe, TerminalIdentity, default_stdin_probe
@@ -37,12 +38,6 @@ if sys.platform != "win32":
     from .ptyspawn import SpawnedPty, Spawner, loop_turn, prestart_server, spawn_pty
 
 __all__ = ["FOREGROUND_SIGNALS", "LocalTerminalProcess", "LocalTerminalProvider"]
-
-FOREGROUND_SIGNALS: dict[str, signal.Signals] = {
-    name: signal.Signals[name]
-    for name in ("SIGINT", "SIGTERM", "SIGKILL", "SIGTSTP", "SIGHUP")
-    if hasattr(signal, name)  # all of them on POSIX; importable elsewhere
-}
 
 _REFUSE_SHELL_KILL = "refusing to SIGKILL the terminal shell; close the session instead"
 

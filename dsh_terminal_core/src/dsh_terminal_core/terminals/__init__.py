@@ -23,6 +23,7 @@ from .types import (
     SpawnResult,
     TerminalBackend,
     WaitReason,
+    status_text,
 )
 
 __all__ = [
@@ -46,4 +47,5 @@ __all__ = [
     "TerminalError",
     "TerminalSessionService",
     "WaitReason",
+    "status_text",
 ]

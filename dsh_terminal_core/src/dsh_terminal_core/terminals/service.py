@@ -21,13 +21,18 @@ import asyncio
 import builtins
 import itertools
 from collections.abc import Callable, Iterable
-from typing import TypeVar
 
 import attrs
 
 from ..agents import Agent
-from ..cancel import Cancellation
-from ..errors import BackendCleanupError, DisposeError, InvalidArgument, TerminalError
+from ..cancel import Cancellation, finish_shielded
+from ..errors import (
+    BackendCleanupError,
+    DisposeError,
+    InvalidArgument,
+    TerminalError,
+    owner_not_live,
+)
 from .types import (
     ALLOWED_SIGNALS,
     BackendSession,
@@ -50,7 +55,6 @@ __all__ = ["TerminalSessionService"]
 MAX_NAME_LENGTH = 64
 MAX_READ_COUNT = 10_000
 
-_T = TypeVar("_T")
 
 
 @attrs.define(eq=False)
@@ -190,13 +194,13 @@ class TerminalSessionService:
         if self._disposing:
             raise _service_disposing()
         if not owner.live:
-            raise _owner_not_live(owner)
+            raise owner_not_live(owner)
         backend = self._backends.get(request.type)
         if backend is None:
             raise _no_backend(request.type, builtins.list(self._backends))
         state = self._owners.get(owner)
         if state is not None and state.dead:
-            raise _owner_not_live(owner)
+            raise owner_not_live(owner)
         if state is not None and request.name is not None:
             self._check_name_free(state, request.name)
         in_use = 0 if state is None else len(state.sessions) + len(state.pending)
@@ -240,8 +244,8 @@ class TerminalSessionService:
             refusal = self._refusal(owner, state, cancel, pending)
             if refusal is None:
                 return self._publish(owner, state, request, seq, session)
-            failure = await _finish(
-                asyncio.ensure_future(_close_quietly(session, session_id, "spawn rolled back"))
+            failure = await finish_shielded(
+                _close_quietly(session, session_id, "spawn rolled back")
             )
             if failure is not None:
                 state.cleanup_errors.append(failure)
@@ -285,7 +289,7 @@ class TerminalSessionService:
         if self._disposing:
             return _service_disposing()
         if state.dead or not owner.live:
-            return _owner_not_live(owner)
+            return owner_not_live(owner)
         return pending.control.reason
 
     def _publish(
@@ -489,7 +493,7 @@ class TerminalSessionService:
         if state is None:
             return
         state.dead = True
-        errors = await self._clean_up([state], _owner_not_live(owner), "owner disposed")
+        errors = await self._clean_up([state], owner_not_live(owner), "owner disposed")
         if state.empty and self._owners.get(owner) is state:
             del self._owners[owner]
         if errors:
@@ -622,12 +626,6 @@ def _service_disposing() -> TerminalError:
     )
 
 
-def _owner_not_live(owner: Agent) -> TerminalError:
-    return TerminalError(
-        f"{owner!r} is disposed; it cannot open terminal sessions", "OWNER_NOT_LIVE"
-    )
-
-
 def _as_cleanup_error(session_id: str, exc: BaseException) -> BackendCleanupError:
     if isinstance(exc, BackendCleanupError):
         return exc
@@ -645,26 +643,6 @@ async def _close_quietly(
     except Exception as exc:
         return _as_cleanup_error(session_id, exc)
     return None
-
-
-async def _finish(task: asyncio.Future[_T]) -> _T:
-    """Await cleanup ``task`` to its end even if the caller is cancelled meanwhile.
-
-    Abandoning a rollback half-way would leak the processes it was stopping, so a
-    cancellation is held back until the task is done and then re-raised.
-    """
-    interrupted = False
-    while True:
-        try:
-            result = await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.done():
-                raise
-            interrupted = True
-            continue
-        if interrupted:
-            raise asyncio.CancelledError
-        return result
 
 
 def _mark_retrieved(task: asyncio.Task[None]) -> None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 import attrs
 
 from ..cancel import Cancellation
+from ..signals import ALLOWED_SIGNALS
 
 if TYPE_CHECKING:
     from ..agents import Agent
@@ -32,9 +33,9 @@ __all__ = [
     "SpawnResult",
     "TerminalBackend",
     "WaitReason",
+    "status_text",
 ]
 
-ALLOWED_SIGNALS: tuple[str, ...] = ("SIGINT", "SIGTERM", "SIGKILL", "SIGTSTP", "SIGHUP")
 
 
 class WaitReason(StrEnum):
@@ -64,6 +65,19 @@ class SessionStatus:
             wire["exitCode"] = self.exit_code
             wire["signal"] = self.signal
         return wire
+
+
+def status_text(status: Mapping[str, object]) -> str:
+    """How a session status reads in a tool's text, from its wire form (``to_wire()``).
+
+    ``running``, ``exited (exit code N)`` or ``exited (killed by SIGNAME)``: every tool
+    that shows a status says it the same way.
+    """
+    if status["kind"] == "running":
+        return "running"
+    if status.get("signal"):
+        return f"exited (killed by {status['signal']})"
+    return f"exited (exit code {status.get('exitCode')})"
 
 
 @attrs.frozen(kw_only=True)
