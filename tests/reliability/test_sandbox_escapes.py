@@ -209,3 +209,21 @@ async def test_harness_shutdown_removes_every_private_tmp(tmp_path: Path) -> Non
         private = h.ctx.sandbox_policy.resolve(agent).tmp_dir
         assert os.path.isfile(os.path.join(private, "a", "b", "c"))
     assert not os.path.exists(private)
+
+
+async def test_private_tmp_never_outlives_an_owner_disposed_mid_spawn(tmp_path: Path) -> None:
+    """Disposal racing a spawn, at every point of the spawn: the owner's /tmp is gone
+    once dispose returns, and a shell that still started never kept it alive."""
+    config = {"sandbox-policy": {"mode": "workspace-write", "workspace_root": str(tmp_path)}}
+    async with Harness(config=config) as h:
+        for yields in range(50):
+            agent = h.create_agent(f"racer-{yields}")
+            private = h.ctx.sandbox_policy.resolve(agent).tmp_dir
+            opening = asyncio.ensure_future(h.call_tool(agent, "terminal_open", {"type": "shell"}))
+            for _ in range(yields):
+                await asyncio.sleep(0)
+            await agent.dispose()
+            result = await opening
+            assert result.is_error or result.value["sessionId"]
+            assert not os.path.exists(private), yields
+            assert h.ctx.terminals.list(agent) == []
