@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -520,3 +521,37 @@ async def test_private_tmp_is_per_owner_stable_and_removed_at_disposal(tmp_path:
     await late.dispose()
     assert service.resolve(late).tmp_dir is None  # would never be removed: not named
     await second.dispose()  # never created: nothing to remove, no error
+
+
+@pytest.mark.bwrap
+def test_a_sandbox_pid_1_is_known_to_drop_signals_from_outside(
+    sandbox: BwrapSandbox, area: Path
+) -> None:
+    """Teardown must not wait for a polite signal to reach bwrap's pid 1: the kernel drops
+    every signal from outside the namespace that pid 1 has no handler for."""
+    from dsh_terminal_core.provider.process_table import ProcfsProcessTable
+
+    table = ProcfsProcessTable()
+    argv = sandbox.confine(["sleep", "1000"], Policy(SandboxMode.READ_ONLY, str(area / "ws")))
+    with subprocess.Popen(argv, stdin=subprocess.DEVNULL) as outer:
+        try:
+            deadline = time.monotonic() + 10
+            tree: list[psutil.Process] = []
+            while len(tree) < 2 and time.monotonic() < deadline:
+                tree = psutil.Process(outer.pid).children(recursive=True)
+                time.sleep(0.01)
+            init, sleeper = tree[0], tree[-1]
+            assert sleeper.name() == "sleep"
+            init_id, sleeper_id = table.lookup(init.pid), table.lookup(sleeper.pid)
+            assert init_id is not None and sleeper_id is not None
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCONT):
+                assert table.ignores(init_id.identity, sig) is True
+                assert table.ignores(sleeper_id.identity, sig) is False
+            assert table.ignores(init_id.identity, signal.SIGKILL) is False
+            outer_id = table.lookup(outer.pid)
+            assert (
+                outer_id is not None and table.ignores(outer_id.identity, signal.SIGTERM) is False
+            )
+        finally:
+            outer.kill()
+            outer.wait(timeout=10)

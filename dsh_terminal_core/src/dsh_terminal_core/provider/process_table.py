@@ -79,9 +79,12 @@ class ProcessTable(Protocol):
         ...
 
     def ignores(self, identity: ProcessIdentity, signum: int) -> bool | None:
-        """Return whether ``identity`` has ``signum`` set to SIG_IGN; None if unknown.
+        """Return whether ``signum`` sent to ``identity`` has no effect; None if unknown.
 
-        Teardown uses it only to decide whether a second polite signal is worth sending.
+        That is SIG_IGN, or — on Linux — a pid namespace's init (a sandbox's pid 1)
+        without a handler for it: the kernel drops such a signal from outside the
+        namespace. Teardown uses it to decide whether a second polite signal is worth
+        sending and whether a polite wait can end any other way than in SIGKILL.
         """
         ...
 
@@ -145,14 +148,19 @@ class ProcfsProcessTable(_CheckedSignals):
         current = self.lookup(identity.pid)
         if current is None or current.create_time != identity.create_time:
             return None
-        for line in status.splitlines():
-            if line.startswith(b"SigIgn:"):
-                try:
-                    mask = int(line.split(b":", 1)[1], 16)
-                except ValueError:
-                    return None
-                return bool(mask >> (signum - 1) & 1)
-        return None
+        fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+        try:
+            ignored = int(fields[b"SigIgn"], 16)
+            caught = int(fields[b"SigCgt"], 16)
+        except (KeyError, ValueError):
+            return None
+        bit = 1 << (signum - 1)
+        if ignored & bit:
+            return True
+        # pid 1 of a namespace below ours: only signals it handles (and SIGKILL) arrive.
+        nspid = fields.get(b"NSpid", b"").split()
+        namespace_init = len(nspid) > 1 and nspid[-1] == b"1"
+        return namespace_init and signum != signal.SIGKILL and not caught & bit
 
     def lookup(self, pid: int) -> ProcessInfo | None:
         stat = read_stat(pid, self._proc)

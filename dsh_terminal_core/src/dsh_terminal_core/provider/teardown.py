@@ -156,7 +156,10 @@ class TreeReaper:
         first = self.live()
         if first:
             self._ask_to_leave(first)
-            await self.wait_gone(first, grace)
+            # Wait only for what a polite signal can reach: a process that drops them
+            # all (a sandbox's pid 1 hears nothing from outside) leaves with its
+            # children or is killed with the rest once they are gone.
+            await self.wait_gone([t for t in first if not self._unreachable(t)], grace)
             await self.capture_async()
         await self._kill_live(grace)
         if not shell.exited and not await self._ask_shell_to_exit(shell, grace):
@@ -181,6 +184,11 @@ class TreeReaper:
             if self._table.ignores(identity, signal.SIGTERM) is True:
                 self._table.send_signal(identity, signal.SIGHUP)
             self._table.send_signal(identity, signal.SIGCONT)
+
+    def _unreachable(self, identity: ProcessIdentity) -> bool:
+        """True if every polite signal of :meth:`_ask_to_leave` is dropped by ``identity``."""
+        polite = (signal.SIGTERM, signal.SIGHUP, signal.SIGCONT)
+        return all(self._table.ignores(identity, sig) is True for sig in polite)
 
     async def _ask_shell_to_exit(self, shell: ShellControl, grace: float) -> bool:
         """Send SIGTERM, and SIGHUP unless it surely handles SIGTERM; repeat with backoff.
