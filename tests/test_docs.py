@@ -69,3 +69,26 @@ def test_every_hook_is_documented_with_its_signature() -> None:
         assert caller.spec is not None
         signature = str(inspect.signature(caller.spec.function)).replace("'", "")
         assert f"### `{name}{signature}`" in REFERENCE, f"hook {name} is not documented"
+
+
+def _readme_plugin_source() -> str:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Writing a plugin", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+async def test_the_plugin_the_readme_teaches_loads_and_dispatches() -> None:
+    import types
+
+    from dsh_terminal_core.core_plugins import sandbox_policy, subprocess_local, terminals
+    from dsh_terminal_core.harness import Harness
+
+    module = types.ModuleType("readme_plugin")
+    exec(compile(_readme_plugin_source(), "README.md", "exec"), module.__dict__)
+    plugins = [subprocess_local, terminals, sandbox_policy, module]
+    async with Harness(plugins=plugins) as h:
+        assert h.pm.get_plugin("session-count") is module
+        agent = h.create_agent("a")
+        result = await h.call_tool(agent, "session_count", {})
+        assert (result.value, result.is_error) == ({"open": 0}, False)
+        assert h.ctx.tools.get("session_count").plugin == "session-count"
