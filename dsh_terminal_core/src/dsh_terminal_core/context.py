@@ -1,18 +1,18 @@
 """The context: services resolved from dependency-injector containers.
 
-Each distribution declares its own ``DeclarativeContainer`` naming what it needs with a
-``DependenciesContainer`` called ``deps`` and its validated config as a ``config``
-dependency. The host builds one root container; every key a plugin provides becomes a
-provider on it, and ``ctx.<key>`` resolves that provider. Tests swap a service with
-:meth:`Context.override`, which overrides the root provider, so every plugin container
-that injects the key sees the replacement.
+Each plugin declares its own ``DeclarativeContainer`` naming what it needs as
+``providers.Dependency`` fields (see :mod:`.wiring`). The host keeps one root container;
+every key a plugin provides becomes a provider on it, ``ctx.<key>`` resolves that
+provider, and every plugin container that needs the key is wired to it. Tests swap a
+service with :meth:`Context.override`, which overrides the root provider, so every
+container that needs the key sees the replacement.
 """
 
 from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from dependency_injector import containers, providers
@@ -62,18 +62,6 @@ class Context:
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(self._keys)
-
-    def dependencies(
-        self, keys: Sequence[str], optional: Sequence[str] = ()
-    ) -> providers.DependenciesContainer:
-        """A ``DependenciesContainer`` wired to the root providers of ``keys``.
-
-        Keys in ``optional`` that no plugin provides resolve to ``None``.
-        """
-        wired: dict[str, providers.Provider[Any]] = {key: self.provider(key) for key in keys}
-        for key in optional:
-            wired[key] = self.provider(key) if self.has(key) else providers.Object(None)
-        return providers.DependenciesContainer(**wired)
 
     def __getattr__(self, key: str) -> Any:
         if key.startswith("_"):
