@@ -43,6 +43,8 @@ from .session import SshSession
 
 __all__ = ["SshService"]
 
+_ANY_OUTPUT = re.compile(r"\S")
+
 # How long a lost session waits for its master's explanation.
 _LAST_WORDS_MS = 2000
 
@@ -365,14 +367,26 @@ class SshService:
         Input that reaches a remote terminal before its login shell has started can be
         discarded on the way (the shell or the line discipline flushes what was typed
         ahead), and nothing before the shell's prompt — which ends no line — says when
-        it is safe. So the line is typed again, at growing intervals, until its answer
-        arrives; a copy that did survive only runs the same idempotent setup twice.
+        it is safe. So the line is typed once the login's first output (motd or prompt)
+        has arrived, and again, at growing intervals, until its answer arrives; a copy
+        that did survive only runs the same idempotent setup twice.
         Returns the last wait and all the text consumed (the motd is in it).
         """
         loop = asyncio.get_running_loop()
         line, done = protocol.setup_terminal()
-        interval = 0.25
         seen: list[str] = []
+        # Most shells are reading once anything of the login (motd, prompt) has arrived.
+        first_output = await pty.wait(
+            owner,
+            pty_id,
+            _ANY_OUTPUT,
+            int(min(2.0, max(0.0, deadline - loop.time())) * 1000),
+            partial=True,
+        )
+        seen.append(first_output.text)
+        if first_output.reason == "exit":
+            return first_output, "".join(seen)
+        interval = 0.2
         while True:
             await pty.send(owner, pty_id, {"data": line + "\n", "submit": False}, cancel)
             remaining = max(0.0, deadline - loop.time())
