@@ -95,44 +95,113 @@ async def test_escapes_fail_for_the_suite_user(
     _check(report, network)
 
 
-def _unprivileged_python() -> tuple[list[str], dict[str, str]] | str:
-    """The command prefix and environment to run Python as uid 65534, or why not."""
+# Run as root, prints the non-standard-library modules a harness loads and the metadata
+# directories that name its plugins: what a throwaway uid needs readable.
+_INVENTORY = """
+import asyncio, importlib.metadata as md, json, sys, sysconfig
+from dsh_terminal_core.harness import Harness
+
+async def main():
+    async with Harness(config={"sandbox-policy": {"mode": "danger-full-access"}}):
+        pass
+
+asyncio.run(main())
+stdlib = sysconfig.get_paths()["stdlib"]
+modules = sorted(
+    m.__file__ for n, m in list(sys.modules.items())
+    if "." not in n and getattr(m, "__file__", None) and not m.__file__.startswith(stdlib)
+)
+metadata = sorted({str(ep.dist._path) for ep in md.entry_points(group="dsh.plugins")})
+print(json.dumps({"modules": modules, "metadata": metadata}))
+"""
+
+
+def _runs_as_nobody(command: list[str], env: dict[str, str]) -> bool:
+    check = subprocess.run(
+        [*command, "-c", "import dsh_terminal_core.harness, dsh_terminal_bash, psutil"],
+        env=env,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return check.returncode == 0
+
+
+def _stage(staging: Path) -> None:
+    """Copy what the harness imports (and its plugin metadata) where any uid can read it."""
+    inventory = subprocess.run(
+        [sys.executable, "-c", _INVENTORY], capture_output=True, text=True, timeout=120, check=True
+    )
+    found = json.loads(inventory.stdout.strip().splitlines()[-1])
+    for origin in found["modules"]:
+        source = Path(origin)
+        if source.name == "__init__.py":
+            shutil.copytree(source.parent, staging / source.parent.name, dirs_exist_ok=True)
+        else:
+            shutil.copy2(source, staging / source.name)
+    for metadata in found["metadata"]:
+        shutil.copytree(metadata, staging / Path(metadata).name, dirs_exist_ok=True)
+    for path in (staging, *staging.rglob("*")):
+        path.chmod(path.stat().st_mode | 0o444 | (0o111 if path.is_dir() else 0))
+
+
+@pytest.fixture(scope="module")
+def unprivileged_python() -> Iterator[tuple[list[str], dict[str, str]] | str]:
+    """The command and environment that run this suite's Python as uid 65534, or why not.
+
+    The suite's own interpreter and packages are used when that uid can read them; when
+    they live somewhere private (an interpreter under /root), the system's interpreter of
+    the same version runs a world-readable copy of exactly what the harness imports.
+    """
     if os.geteuid() != 0:
-        return "the suite does not run as root, so it cannot switch to a throwaway uid"
+        yield "the suite does not run as root, so it cannot switch to a throwaway uid"
+        return
     if shutil.which("setpriv") is None:
-        return "setpriv (util-linux) is not installed"
+        yield "setpriv (util-linux) is not installed"
+        return
     prefix = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
     paths = [p for p in sys.path if p and os.path.isdir(p)]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "HOME": "/"}
+    if _runs_as_nobody([*prefix, sys.executable], env):
+        yield [*prefix, sys.executable], env
+        return
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    for python in (sys.executable, f"/usr/bin/python{version}"):
-        check = subprocess.run(
-            [*prefix, python, "-c", "import dsh_terminal_core, dsh_terminal_bash, psutil"],
-            env=env,
-            capture_output=True,
-            timeout=60,
-            check=False,
-        )
-        if check.returncode == 0:
-            return [*prefix, python], env
-    return f"uid {NOBODY} cannot run this suite's Python with its packages"
+    system = shutil.which(f"python{version}", path="/usr/local/bin:/usr/bin:/bin")
+    if system is None:
+        yield f"no interpreter that uid {NOBODY} can run (python{version} in /usr/bin)"
+        return
+    staging = Path(tempfile.mkdtemp(prefix="dsh-escape-python-", dir="/var/tmp"))
+    try:
+        _stage(staging)
+        env["PYTHONPATH"] = str(staging)
+        if _runs_as_nobody([*prefix, system], env):
+            yield [*prefix, system], env
+        else:
+            yield f"uid {NOBODY} cannot import the harness even from a readable copy"
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 @pytest.mark.parametrize("network", NETWORKS)
 @pytest.mark.parametrize("mode", MODES)
 def test_escapes_fail_for_an_unprivileged_user(
-    places: dict[str, str], mode: str, network: str
+    places: dict[str, str],
+    mode: str,
+    network: str,
+    unprivileged_python: tuple[list[str], dict[str, str]] | str,
 ) -> None:
-    how = _unprivileged_python()
+    how = unprivileged_python
     if isinstance(how, str):
         pytest.skip(how)
     command, env = how
+    driver = Path(places["base"], DRIVER.name)  # readable wherever the suite lives
+    shutil.copy(DRIVER, driver)
     for path in (places["base"], places["workspace"], places["outside_dir"], places["run_dir"]):
         os.chown(path, NOBODY, NOBODY)
     args = {key: places[key] for key in ("workspace", "run_dir", "outside_dir")}
     args.update(mode=mode, network=network)
     done = subprocess.run(
-        [*command, str(DRIVER), json.dumps(args)],
+        [*command, str(driver), json.dumps(args)],
         cwd=places["base"],
         env=env,
         capture_output=True,
