@@ -49,6 +49,7 @@ from .errors import DisposeError, DshError
 from .harness import Harness
 from .mcp_stdio import StdioWire
 from .provider import hostexit
+from .sandbox.bwrap import SandboxHealth
 
 if TYPE_CHECKING:
     import mcp_types
@@ -169,11 +170,11 @@ def sandbox_warning(harness: Harness, agent: Agent) -> str | None:
     if not ctx.has("sandbox"):
         reason = "no sandbox plugin is loaded"
     else:
-        available = getattr(ctx.sandbox, "available", None)
-        if not callable(available) or available():
+        sandbox = ctx.sandbox
+        if not isinstance(sandbox, SandboxHealth) or sandbox.available():
             return None
-        reason = getattr(ctx.sandbox, "unavailable_reason", None) or "it is not usable here"
-        remedy = getattr(ctx.sandbox, "remedy", None) or remedy
+        reason = sandbox.unavailable_reason or "it is not usable here"
+        remedy = sandbox.remedy or remedy
     return (
         f"sandbox mode '{policy.mode.value}' confines shells with bubblewrap, but {reason}; "
         f"terminal_open will fail until you {remedy}, or start the server with "

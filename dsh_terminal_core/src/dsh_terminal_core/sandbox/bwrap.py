@@ -48,6 +48,7 @@ import stat
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
 
 import attrs
 
@@ -55,7 +56,26 @@ from ..errors import SandboxUnavailable, TerminalError
 from ..provider.env import SOCKET_VARIABLES
 from .policy import NetworkAccess, Policy, SandboxMode
 
-__all__ = ["BwrapConfig", "BwrapSandbox"]
+__all__ = ["BwrapConfig", "BwrapSandbox", "SandboxHealth"]
+
+
+@runtime_checkable
+class SandboxHealth(Protocol):
+    """What a host asks a sandbox before promising confined shells (``ctx.sandbox``)."""
+
+    def available(self) -> bool:
+        """Whether confined modes can be enforced here."""
+        ...
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        """Why not, or ``None`` when they can."""
+        ...
+
+    @property
+    def remedy(self) -> str:
+        """What the operator can do so confined modes work."""
+        ...
 
 _PROBE_TIMEOUT_S = 5.0
 
