@@ -555,3 +555,32 @@ def test_a_sandbox_pid_1_is_known_to_drop_signals_from_outside(
         finally:
             outer.kill()
             outer.wait(timeout=10)
+
+
+def test_orphaned_private_tmp_dirs_of_dead_hosts_are_swept(tmp_path: Path) -> None:
+    from dsh_terminal_core.sandbox.policy import sweep_orphaned_tmp_dirs
+
+    with subprocess.Popen(["true"]) as gone_host:
+        dead = psutil.Process(gone_host.pid).create_time()
+        gone_host.wait()
+    me = psutil.Process()
+    orphan = tmp_path / f"dsh-tmp-{gone_host.pid}-{round(dead * 100)}-{'a' * 24}"
+    live = tmp_path / f"dsh-tmp-{me.pid}-{round(me.create_time() * 100)}-{'b' * 24}"
+    reused = tmp_path / f"dsh-tmp-{me.pid}-{round(me.create_time() * 100) - 1}-{'c' * 24}"
+    unrelated = tmp_path / "dsh-tmp-not-ours"
+    for path in (orphan, live, reused, unrelated):
+        (path / "sub").mkdir(parents=True)
+    (orphan / "sub").chmod(0o500)
+    removed = sweep_orphaned_tmp_dirs(str(tmp_path))
+    # A live host keeps its directories; a dead one's (or a pid now reused) are removed.
+    assert sorted(removed) == sorted([str(orphan), str(reused)])
+    assert live.is_dir() and unrelated.is_dir()
+    assert not orphan.exists() and not reused.exists()
+
+
+def test_the_owner_tmp_name_carries_its_hosts_identity(tmp_path: Path) -> None:
+    service = SandboxPolicyService(SandboxPolicyConfig(workspace_root=str(tmp_path)))
+    path = service.resolve(Agent("a")).tmp_dir
+    me = psutil.Process()
+    assert path is not None
+    assert os.path.basename(path).startswith(f"dsh-tmp-{me.pid}-{round(me.create_time() * 100)}-")

@@ -296,3 +296,36 @@ async def test_private_tmp_never_outlives_an_owner_disposed_mid_spawn(tmp_path: 
             assert result.is_error or result.value["sessionId"]
             assert not os.path.exists(private), yields
             assert h.ctx.terminals.list(agent) == []
+
+
+_DOOMED_HOST = """
+import asyncio, sys
+from dsh_terminal_core.harness import Harness
+
+async def main():
+    policy = {"mode": "workspace-write", "workspace_root": sys.argv[1]}
+    async with Harness(config={"sandbox-policy": policy}) as h:
+        agent = h.create_agent("doomed")
+        sid = (await h.call_tool(agent, "terminal_open", {"type": "shell"})).value["sessionId"]
+        await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "echo x > /tmp/left"})
+        print(h.ctx.sandbox_policy.resolve(agent).tmp_dir, flush=True)
+        await asyncio.sleep(120)
+
+asyncio.run(main())
+"""
+
+
+async def test_a_killed_hosts_private_tmp_is_removed_by_the_next_harness(tmp_path: Path) -> None:
+    with subprocess.Popen(
+        [sys.executable, "-c", _DOOMED_HOST, str(tmp_path)], stdout=subprocess.PIPE, text=True
+    ) as host:
+        assert host.stdout is not None
+        left = (await asyncio.to_thread(host.stdout.readline)).strip()
+        assert Path(left, "left").read_text() == "x\n"
+        host.kill()  # no dispose effect runs
+        await asyncio.to_thread(host.wait, 30)
+    assert os.path.isdir(left)
+    config = {"sandbox-policy": {"mode": "read-only", "workspace_root": str(tmp_path)}}
+    async with Harness(config=config) as h:
+        h.ctx.sandbox_policy.resolve(h.create_agent("next"))
+        assert not os.path.exists(left)

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import attrs
+import psutil
 
 from ..agents import Agent
 from ..errors import TerminalError
@@ -180,7 +181,9 @@ class SandboxPolicyService:
     Resolving a confined policy for a live owner names its private ``/tmp`` (a fresh,
     unguessable path under the host's temporary directory; the sandbox creates it) and
     arranges, once per owner, for that directory to be removed when the owner is
-    disposed — as a late effect, after the owner's sessions are closed.
+    disposed — as a late effect, after the owner's sessions are closed. A host killed
+    outright disposes nothing; its directories carry its pid and start time, and the
+    first service to name a directory afterwards removes those whose host is gone.
     """
 
     def __init__(
@@ -193,6 +196,7 @@ class SandboxPolicyService:
         self._default = Policy(config.mode, root, network=config.network)
         self._overrides: weakref.WeakKeyDictionary[Agent, SandboxMode] = weakref.WeakKeyDictionary()
         self._tmp_dirs: weakref.WeakKeyDictionary[Agent, str] = weakref.WeakKeyDictionary()
+        self._swept = False
         # "Does this owner have open or in-flight sessions?" The plugin container wires
         # it to ctx.terminals; without it the fence has nothing to consult.
         self._activity = activity
@@ -219,7 +223,10 @@ class SandboxPolicyService:
         path = self._tmp_dirs.get(owner)
         if path is not None or not owner.live:
             return path
-        path = os.path.join(tempfile.gettempdir(), f"{_TMP_PREFIX}{secrets.token_hex(12)}")
+        if not self._swept:
+            self._swept = True
+            sweep_orphaned_tmp_dirs()
+        path = os.path.join(tempfile.gettempdir(), f"{_host_tag()}-{secrets.token_hex(12)}")
         owner.on_dispose(lambda: _remove_tmp_dir(path), late=True)
         self._tmp_dirs[owner] = path
         return path
@@ -267,3 +274,49 @@ def _remove_tmp_dir(path: str) -> None:
 
     if os.path.lexists(path):
         shutil.rmtree(path, onerror=make_writable_and_retry)
+
+
+def _start_tag(create_time: float) -> str:
+    return str(round(create_time * 100))
+
+
+def _host_tag() -> str:
+    """``dsh-tmp-<pid>-<start>``: names this process by an identity pid reuse cannot fake."""
+    return f"{_TMP_PREFIX}{os.getpid()}-{_start_tag(psutil.Process().create_time())}"
+
+
+def sweep_orphaned_tmp_dirs(directory: str | None = None) -> list[str]:
+    """Remove private ``/tmp`` directories whose host process no longer runs; return them.
+
+    Only this user's directories named by :func:`_host_tag` are considered, and one is
+    removed only when no process with its pid and start time exists, so a live host's
+    directories (this one's or another harness's) are never touched.
+    """
+    directory = directory if directory is not None else tempfile.gettempdir()
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        if not name.startswith(_TMP_PREFIX):
+            continue
+        parts = name[len(_TMP_PREFIX) :].split("-")
+        if len(parts) != 3 or not (parts[0].isdigit() and parts[1].isdigit()):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            if os.lstat(path).st_uid != os.geteuid() or _host_alive(int(parts[0]), parts[1]):
+                continue
+            _remove_tmp_dir(path)
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
+
+
+def _host_alive(pid: int, start: str) -> bool:
+    try:
+        return _start_tag(psutil.Process(pid).create_time()) == start
+    except psutil.Error:
+        return False
