@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -11,19 +12,26 @@ import pytest
 
 from dsh_terminal_core.harness import Harness
 
-from .sshd import Sshd, available, running_sshd
+from .sshd import Sshd, available, netns_unavailable, network_namespace, running_sshd
 
 
-@pytest.fixture(scope="module")
-def sshd() -> Iterator[Sshd]:
+@pytest.fixture(scope="module", params=["loopback", "netns"])
+def sshd(request: pytest.FixtureRequest) -> Iterator[Sshd]:
+    """The server every ssh test runs against: on 127.0.0.1, then as a second "host"
+    in its own network namespace, reached over a veth pair (skipped where the machine
+    allows no network namespaces)."""
     reason = available()
+    if reason is None and request.param == "netns":
+        reason = netns_unavailable()
     if reason is not None:
         pytest.skip(reason)
-    with (
-        tempfile.TemporaryDirectory(prefix="dsh-sshd-") as directory,
-        running_sshd(Path(directory)) as server,
-    ):
-        yield server
+    with contextlib.ExitStack() as stack:
+        directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="dsh-sshd-")))
+        if request.param == "netns":
+            name, address = stack.enter_context(network_namespace())
+            yield stack.enter_context(running_sshd(directory, host=address, netns=name))
+        else:
+            yield stack.enter_context(running_sshd(directory))
 
 
 def ssh_config(tmp_path: Path, **ssh: Any) -> dict[str, Any]:

@@ -63,6 +63,11 @@ class Sshd:
     process: subprocess.Popen[bytes] | None = None
     netns: str | None = None
 
+    @property
+    def known_hosts_name(self) -> str:
+        """How a known-hosts file names this server."""
+        return self.host if self.port == 22 else f"[{self.host}]:{self.port}"
+
     def connection_processes(self) -> list[psutil.Process]:
         """The per-connection sshd processes and everything under them (remote shells)."""
         assert self.process is not None
@@ -141,7 +146,7 @@ def running_sshd(
     os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
     server = Sshd(host=host, port=0, directory=directory, host_key=host_key, client_key=client_key)
     for _attempt in range(5):
-        port = _free_port(host) if netns is None else 22000 + os.getpid() % 1000
+        port = _free_port(host) if netns is None else 22
         config = _config(directory, host, port, host_key, authorized)
         argv = [SSHD, "-D", "-e", "-f", str(config)]
         if netns is not None:
@@ -162,22 +167,61 @@ def running_sshd(
 
 
 def _listening(host: str, port: int, process: subprocess.Popen[bytes], netns: str | None) -> bool:
+    """Wait until ``host:port`` accepts (reachable from here in both set-ups)."""
+    del netns
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         if process.poll() is not None:
             return False
-        if netns is None:
-            with socket.socket() as s:
-                s.settimeout(1)
-                if s.connect_ex((host, port)) == 0:
-                    return True
-        else:
-            probe = subprocess.run(
-                ["ip", "netns", "exec", netns, "ss", "-Hltn", f"sport = :{port}"],
-                capture_output=True,
-                text=True,
-            )
-            if probe.stdout.strip():
+        with socket.socket() as s:
+            s.settimeout(1)
+            if s.connect_ex((host, port)) == 0:
                 return True
         time.sleep(0.05)
     return False
+
+
+def netns_unavailable() -> str | None:
+    """Why a second host in its own network namespace cannot be made here, or None."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "iproute2 (ip) is not installed"
+    probe = f"dshprobe{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if made.returncode != 0:
+        return f"this machine does not allow network namespaces: {made.stderr.strip()}"
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
+
+
+@contextlib.contextmanager
+def network_namespace() -> Iterator[tuple[str, str]]:
+    """A namespace joined to this one by a veth pair; yields (name, its address).
+
+    Names and the /30 come from this process's pid, so parallel runs do not collide;
+    deleting the namespace and our end of the pair removes everything it made.
+    """
+    pid = os.getpid()
+    name = f"dshssh{pid}"
+    ours, theirs = f"dsv{pid}a", f"dsv{pid}b"
+    block = (pid % 16000) * 4
+    prefix = f"10.{200 + block // 65536 % 50}.{block // 256 % 256}"
+    local, remote = f"{prefix}.{block % 256 + 1}", f"{prefix}.{block % 256 + 2}"
+    steps = [
+        ["ip", "netns", "add", name],
+        ["ip", "link", "add", ours, "type", "veth", "peer", "name", theirs],
+        ["ip", "link", "set", theirs, "netns", name],
+        ["ip", "addr", "add", f"{local}/30", "dev", ours],
+        ["ip", "link", "set", ours, "up"],
+        ["ip", "netns", "exec", name, "ip", "addr", "add", f"{remote}/30", "dev", theirs],
+        ["ip", "netns", "exec", name, "ip", "link", "set", theirs, "up"],
+        ["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"],
+    ]
+    try:
+        for step in steps:
+            subprocess.run(step, check=True, capture_output=True)
+        yield name, remote
+    finally:
+        subprocess.run(["ip", "link", "del", ours], capture_output=True)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)

@@ -77,7 +77,7 @@ async def test_a_key_with_a_passphrase_is_ssh_auth_without_a_prompt(
 async def test_a_changed_host_key_is_ssh_host_key(sshd: Sshd, tmp_path: Path) -> None:
     other = keygen(tmp_path / "other_host_key")
     known = tmp_path / "known_hosts"
-    known.write_text(f"[{sshd.host}]:{sshd.port} {(tmp_path / 'other_host_key.pub').read_text()}")
+    known.write_text(f"{sshd.known_hosts_name} {(tmp_path / 'other_host_key.pub').read_text()}")
     for policy in ("strict", "accept-new"):
         config = ssh_config(tmp_path, host_key_policy=policy)
         async with Harness(config=config) as h:
@@ -100,7 +100,7 @@ async def test_an_unknown_host_is_refused_under_strict_and_recorded_under_accept
         assert not r.is_error, r.text
         await agent.dispose()
     recorded = (tmp_path / "known_hosts").read_text()
-    assert f"[{sshd.host}]:{sshd.port}" in recorded
+    assert recorded.startswith(f"{sshd.known_hosts_name} ")
     async with Harness(config=ssh_config(tmp_path, host_key_policy="strict")) as h:
         agent = h.create_agent("a")
         r = await h.call_tool(agent, "ssh_open", open_args(sshd))

@@ -31,4 +31,6 @@ async def test_the_readme_ssh_example_runs(
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("{'output': 'Linux\\n', 'exitCode': 0, 'waitReason': 'stdin_read'")
     assert printed[1:] == ["timeout", "{'delivered': True, 'exitCode': 130}", "/tmp", ""]
-    assert (tmp_path / "dsh-ssh" / "known_hosts").read_text().startswith(f"[{sshd.host}]")
+    assert (
+        (tmp_path / "dsh-ssh" / "known_hosts").read_text().startswith(f"{sshd.known_hosts_name} ")
+    )
