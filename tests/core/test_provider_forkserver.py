@@ -216,6 +216,26 @@ async def test_concurrent_opens_each_get_their_own_child_and_status() -> None:
         assert len({p.pid for p in processes}) == 16
 
 
+async def test_a_burst_of_opens_beyond_a_small_backlog_all_succeed() -> None:
+    provider = LocalTerminalProvider()
+    warm = await provider.spawn_terminal(TerminalSpawnSpec(argv=["true"]))
+    await warm.terminate()
+    server = _server().pid
+    processes = await asyncio.gather(
+        *(
+            provider.spawn_terminal(TerminalSpawnSpec(argv=["sh", "-c", "exit 3"]))
+            for _ in range(200)
+        )
+    )
+    try:
+        statuses = await asyncio.wait_for(asyncio.gather(*(p.done for p in processes)), 60)
+    finally:
+        for p in processes:
+            await p.terminate()
+    assert {s.exit_code for s in statuses} == {3}
+    assert _server().pid == server  # no open mistook a busy server for a dead one
+
+
 async def test_500_open_close_cycles_leak_no_descriptor_here_or_in_the_server() -> None:
     provider = LocalTerminalProvider()
     warm = await provider.spawn_terminal(TerminalSpawnSpec(argv=["true"]))

@@ -51,6 +51,8 @@ _READY_TIMEOUT_S = 10.0
 _RETRY_AFTER_FAILURE_S = 30.0
 _MAX_REPLY = 64 * 1024
 _T = TypeVar("_T")
+# What a connection to a server that died says; other errors do not condemn the server.
+_SERVER_GONE = frozenset({errno.ECONNREFUSED, errno.ENOENT, errno.ECONNRESET, errno.EPIPE})
 
 
 def server_script() -> Path:
@@ -146,7 +148,8 @@ class ForkServer:
                         "SPAWN_FAILED",
                     ) from exc
                 failure = str(exc) or type(exc).__name__
-                self._forget(address)
+                if exc.errno in _SERVER_GONE:
+                    self._forget(address)
                 continue
             except BaseException:
                 sock.close()  # the server SIGKILLs and reaps a child it cannot hand over
@@ -261,7 +264,7 @@ def _start_server() -> _Running:
     host_end, server_end = socket.socketpair()
     try:
         listener.bind(address)
-        listener.listen(128)
+        listener.listen(socket.SOMAXCONN)  # a full backlog would refuse a burst of opens
         process = subprocess.Popen(
             [sys.executable, "-I", "-S", str(_SERVER), str(host), str(server_end.fileno())],
             stdin=listener.fileno(),
@@ -377,7 +380,7 @@ async def _receive(
             fds.extend(array.array("i", blob[: len(blob) - len(blob) % 4]))
     try:
         if not data:
-            raise ConnectionResetError("the fork server closed the connection")
+            raise ConnectionResetError(errno.ECONNRESET, "the fork server closed the connection")
         if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
             raise ConnectionResetError("truncated answer from the fork server")
         message = json.loads(data)
