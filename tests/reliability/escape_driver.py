@@ -64,6 +64,8 @@ if action == "ptrace":
 elif action in ("unix", "tcp"):
     family = socket.AF_UNIX if action == "unix" else socket.AF_INET
     target = args[0] if action == "unix" else ("127.0.0.1", int(args[0]))
+    if action == "unix" and target.startswith("@"):
+        target = "\0" + target[1:]  # an abstract socket: no file, scoped by network namespace
     s = socket.socket(family, socket.SOCK_STREAM)
     s.settimeout(5)
     try:
@@ -182,7 +184,9 @@ async def run_escapes(
     tmp_sock = f"/tmp/dsh-escape-{nonce}.sock"
     run_sock = os.path.join(run_dir, f"escape-{nonce}.sock")
     root_file = os.path.join(outside_dir, f"via-proc-root-{nonce}")
+    abstract = f"dsh-escape-{nonce}"
     servers = {"tmp_socket": _listen_unix(tmp_sock), "run_socket": _listen_unix(run_sock)}
+    servers["abstract_socket"] = _listen_unix("\0" + abstract)
     servers["tcp_loopback"] = _listen_tcp()
     port = servers["tcp_loopback"].getsockname()[1]
     target = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL)
@@ -232,6 +236,11 @@ async def run_escapes(
                         else "connect to a unix socket under /run"
                     )
                     note(label, escaped, detail, command)
+
+                command = f"python3 probe.py unix @{abstract}"
+                escaped, detail = _verdict(await run(command))
+                escaped = _accepted(servers["abstract_socket"]) or escaped
+                note("connect to a host abstract unix socket", escaped, detail, command)
 
                 command = f"python3 probe.py tcp {port}"
                 escaped, detail = _verdict(await run(command))

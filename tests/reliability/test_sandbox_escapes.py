@@ -4,8 +4,8 @@ host's loopback services, socket variables, capabilities, ``/proc/<pid>/root``.
 Each attempt is made from inside a shell opened and driven through the real tools
 (``escape_driver``), in both confined modes, with ``network`` none and host, as the
 user running the suite and — when the suite runs as root and the machine allows it — as
-an unprivileged throwaway uid. The only thing ``network = "host"`` lets through is the
-host's TCP service on 127.0.0.1.
+an unprivileged throwaway uid. What ``network = "host"`` adds is the host's network and
+nothing else: its TCP service on 127.0.0.1 and its abstract unix socket.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ ESCAPES = {
     "write the host's /tmp",
     "reach a socket in the host's /tmp",
     "connect to a unix socket under /run",
+    "connect to a host abstract unix socket",
     "connect to a host TCP service on 127.0.0.1",
     "read a socket variable from the environment",
     "load a kernel module",
@@ -56,7 +57,12 @@ NETWORKS = ["none", "host"]
 def _check(report: dict[str, dict[str, Any]], network: str) -> None:
     assert set(report) == ESCAPES
     through = {name for name, outcome in report.items() if outcome["escaped"]}
-    allowed = {"connect to a host TCP service on 127.0.0.1"} if network == "host" else set()
+    # The host's network is the host's: its loopback services and its abstract sockets.
+    shared = {
+        "connect to a host TCP service on 127.0.0.1",
+        "connect to a host abstract unix socket",
+    }
+    allowed = shared if network == "host" else set()
     details = {name: report[name]["detail"] for name in through ^ allowed}
     assert through == allowed, details
 
