@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
+
+import psutil
 
 from dsh_terminal_core.harness import Harness
 
 from .conftest import open_args
 from .sshd import Sshd
+
+
+def _ssh_clients() -> set[tuple[int, float]]:
+    found: set[tuple[int, float]] = set()
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            if child.name() == "ssh" and child.status() != psutil.STATUS_ZOMBIE:
+                found.add((child.pid, child.create_time()))
+    return found
 
 
 async def _session(h: Harness, server: Sshd) -> tuple[Any, str]:
@@ -35,8 +47,10 @@ async def test_timeout_then_interrupt_then_the_next_run_is_correct(
     assert timed["output"] == "started\n"
     busy = await harness.call_tool(agent, "ssh_run", {"sessionId": sid, "command": "echo no"})
     assert busy.is_error and busy.text.startswith("error [SSH_BUSY]"), busy.text
+    clients = _ssh_clients()
     interrupted = await _call(harness, agent, "ssh_interrupt", sessionId=sid)
     assert interrupted == {"delivered": True, "exitCode": 130}
+    assert _ssh_clients() == clients  # the ^C went to the remote side, not to a local client
     after = await _call(harness, agent, "ssh_run", sessionId=sid, command="echo next; (exit 3)")
     assert (after["output"], after["exitCode"], after["waitReason"]) == ("next\n", 3, "stdin_read")
     assert await _call(harness, agent, "ssh_interrupt", sessionId=sid) == {"delivered": False}
@@ -111,4 +125,32 @@ async def test_bad_commands_are_refused_before_anything_is_typed(
     tabbed = "[ \"$(printf 'a\\tb')\" = 'a\tb' ] && echo same"
     ok = await _call(harness, agent, "ssh_run", sessionId=sid, command=tabbed)
     assert (ok["output"], ok["exitCode"]) == ("same\n", 0)
+    await agent.dispose()
+
+
+async def test_a_cancelled_run_stops_waiting_and_leaves_the_command_to_interrupt(
+    sshd: Sshd, harness: Harness
+) -> None:
+    from dsh_terminal_core.cancel import Cancellation
+
+    agent, sid = await _session(harness, sshd)
+    cancel = Cancellation()
+    run = asyncio.create_task(
+        harness.call_tool(
+            agent, "ssh_run", {"sessionId": sid, "command": "sleep 30"}, cancel=cancel
+        )
+    )
+    while not any(p.name() == "sleep" for p in sshd.connection_processes()):
+        await asyncio.sleep(0.02)
+    cancel.cancel()
+    result = await asyncio.wait_for(run, 5)
+    assert result.is_error and result.text.startswith("error [CANCELLED]"), result.text
+    busy = await harness.call_tool(agent, "ssh_run", {"sessionId": sid, "command": "echo x"})
+    assert busy.text.startswith("error [SSH_BUSY]"), busy.text
+    assert await _call(harness, agent, "ssh_interrupt", sessionId=sid) == {
+        "delivered": True,
+        "exitCode": 130,
+    }
+    after = await _call(harness, agent, "ssh_run", sessionId=sid, command="echo back")
+    assert after["output"] == "back\n"
     await agent.dispose()

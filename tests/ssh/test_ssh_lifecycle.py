@@ -34,6 +34,16 @@ def _ssh_clients() -> set[int]:
     return found
 
 
+def _control_dirs() -> set[str]:
+    """The control-socket directories the running clients were given."""
+    return {
+        os.path.dirname(arg.split("=", 1)[1])
+        for pid in _ssh_clients()
+        for arg in psutil.Process(pid).cmdline()
+        if arg.startswith("ControlPath=")
+    }
+
+
 async def _until(condition: Any, timeout: float = 10.0) -> bool:
     """Poll a process-table condition in test code only (cleanup happens asynchronously)."""
     loop = asyncio.get_running_loop()
@@ -132,12 +142,7 @@ async def test_two_agents_sessions_and_connections_are_isolated(
     # Each agent has its own master connection, in its own 0700 directory.
     connections = [p for p in sshd.connection_processes() if p.name() == "sshd"]
     assert len({p.pid for p in connections}) >= 2
-    dirs = {
-        os.path.dirname(arg.split("=", 1)[1])
-        for pid in _ssh_clients()
-        for arg in psutil.Process(pid).cmdline()
-        if arg.startswith("ControlPath=")
-    }
+    dirs = _control_dirs()
     assert len(dirs) == 2
     for directory in dirs:
         assert stat.S_IMODE(os.stat(directory).st_mode) == 0o700
@@ -185,6 +190,12 @@ async def test_owner_dispose_and_harness_shutdown_leave_no_process(
         other = h.create_agent("e")
         await _open(h, other, sshd)
         assert _ssh_clients()
-    # Harness shutdown disposed the second agent: its client and the remote side are gone.
+        control_dirs = _control_dirs()
+        assert control_dirs
+    # Harness shutdown disposed the second agent: its client and the remote side are gone,
+    # and so are the private control directories and the directory holding them.
     assert await _until(lambda: not _ssh_clients())
     assert await _until(lambda: not sshd.connection_processes())
+    for directory in control_dirs:
+        assert not os.path.exists(directory)
+        assert not os.path.exists(os.path.dirname(directory))

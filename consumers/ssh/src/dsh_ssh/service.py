@@ -458,6 +458,11 @@ class SshService:
         directory = self._owner_dirs.pop(owner, None)
         if directory is not None:
             shutil.rmtree(directory, ignore_errors=True)
+        if self._base_dir is not None and not self._owner_dirs:
+            # The last owner is gone: leave nothing behind in the temporary directory.
+            with contextlib.suppress(OSError):
+                os.rmdir(self._base_dir)
+                self._base_dir = None
         if errors:
             raise DisposeError(f"closing the ssh sessions of {owner!r} failed", errors)
 

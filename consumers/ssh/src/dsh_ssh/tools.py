@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -50,7 +51,24 @@ def ssh_tools(service: Callable[[], SshService]) -> list[Tool]:
 
     async def run(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
         session = service().get(exec_.agent, args["sessionId"])
-        result = await session.run(args["command"], args.get("timeoutMs", DEFAULT_TIMEOUT_MS))
+        exec_.cancel.raise_if_cancelled()
+        # A cancelled call stops waiting; the command keeps running remotely, as after a
+        # timeout (ssh_interrupt stops it). The ssh client itself is never signalled.
+        work = asyncio.ensure_future(
+            session.run(args["command"], args.get("timeoutMs", DEFAULT_TIMEOUT_MS))
+        )
+
+        def stop(_reason: BaseException) -> None:
+            work.cancel()
+
+        remove = exec_.cancel.on_cancel(stop)
+        try:
+            result = await work
+        except asyncio.CancelledError:
+            exec_.cancel.raise_if_cancelled()
+            raise
+        finally:
+            remove()
         return result.to_wire()
 
     def render_run(_args: dict[str, Any], value: dict[str, Any]) -> str:
