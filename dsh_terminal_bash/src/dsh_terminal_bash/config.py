@@ -30,6 +30,12 @@ def _at_least_poll(inst: BashConfig, attribute: attrs.Attribute[Any], value: int
         )
 
 
+def _at_least_timeout(inst: BashConfig, attribute: attrs.Attribute[Any], value: int) -> None:
+    positive_int(inst, attribute, value)
+    if value < inst.timeout_ms:
+        raise ValueError(f"max_timeout_ms ({value}) must be >= timeout_ms ({inst.timeout_ms})")
+
+
 @attrs.frozen(kw_only=True)
 class BashConfig:
     """Defaults are the production values; tests assert wait reasons with these."""
@@ -49,4 +55,5 @@ class BashConfig:
     idle_silence_ms: int = attrs.field(default=3000, validator=positive_int)
     handoff_grace_ms: int = attrs.field(default=500, validator=_at_least_poll)
     timeout_ms: int = attrs.field(default=30000, validator=positive_int)
+    max_timeout_ms: int = attrs.field(default=600000, validator=_at_least_timeout)
     dispose_grace_ms: int = attrs.field(default=3000, validator=positive_int)

@@ -128,6 +128,7 @@ class Readiness:
         startup: bool = False,
         before: Foreground | None = None,
         fenced: bool = True,
+        timeout_ms: int | None = None,
     ) -> None:
         self._config = config
         self._probe = probe
@@ -157,13 +158,27 @@ class Readiness:
         self._probe_timer: asyncio.TimerHandle | None = None
         self._silence_timer: asyncio.TimerHandle | None = None
         self._deadline_timer: asyncio.TimerHandle | None = self._loop.call_later(
-            config.timeout_ms / 1000, self._on_deadline
+            (timeout_ms if timeout_ms is not None else config.timeout_ms) / 1000,
+            self._on_deadline,
         )
         self._arm_silence(config.idle_silence_ms / 1000)
         if startup:
             self._arm_probe(0)
 
     # -- events -----------------------------------------------------------------------
+
+    def on_wait_start(self, prompt_showing: bool, exit_code: int | None) -> None:
+        """A wait without input starts; look at once.
+
+        There is no input to fence, so a marker already seen counts: when the terminal
+        already shows the controlled prompt (``prompt_showing``, with the marker's
+        ``exit_code``), a shell idle at it settles at once.
+        """
+        if prompt_showing:
+            self._marker_seen = True
+            self._marker_exit = exit_code
+            self._prompt_tail_at = self._loop.time()
+        self._arm_probe(0)
 
     def on_write_start(self) -> None:
         """The input is about to be written: remember where the shells' wake counters are.

@@ -121,6 +121,8 @@ class BashSession:
             return None
         if self._process.wake_count(pid) != wakes:
             return None
+        if self._process.quietly_asleep(pid) is False:
+            return None  # a signal woke it: it is about to leave this read
         return pid, wakes
 
     def _prompt_shell(self, foreground: int) -> int | None:
@@ -303,23 +305,39 @@ class BashSession:
             )
         if self._closing:
             raise TerminalError(f"session {self.session_id} is closing", "SESSION_CLOSED")
+        timeout = request.timeout_ms
+        if timeout is not None and not 1 <= timeout <= self._config.max_timeout_ms:
+            raise TerminalError(
+                f"timeoutMs must be from 1 to {self._config.max_timeout_ms}, got {timeout}",
+                "INVALID_ARGUMENT",
+            )
+        waiting = request.text == "" and not request.submit
         op = BashSendOperation(self._config.max_read_bytes, self._cancel_op)
-        op.collecting = False  # until the write fence has passed
+        op.collecting = waiting  # a send that types collects once the write fence passed
         if self._status.kind == "exited":
             op.settle(self._result(op, Settlement(reason=WaitReason.SESSION_EXIT), request))
             return op
-        before = self.foreground() if self._exact else None
+        # Waiting without input has no earlier wait to tell apart from a new one: a
+        # program already blocked reading has settled.
+        before = self.foreground() if self._exact and not waiting else None
         self._op = op
-        self._readiness = Readiness(
+        readiness = Readiness(
             config=self._config,
             probe=self,
             prompt=PROMPT,
             on_settle=lambda s: self._settle(op, s, request),
             before=before,
+            fenced=not waiting,
+            timeout_ms=timeout,
         )
-        op.write_task = asyncio.get_running_loop().create_task(self._write(op, request))
+        self._readiness = readiness
         if request.cancel is not None:
             request.cancel.on_cancel(lambda _reason: _cancel_unsettled(op))
+        if waiting:
+            showing = bool(self._markers) and self._sanitizer.prompt_tail == PROMPT
+            readiness.on_wait_start(showing, self._sanitizer.last_marker_exit_code)
+        else:
+            op.write_task = asyncio.get_running_loop().create_task(self._write(op, request))
         return op
 
     async def _write(self, op: BashSendOperation, request: SendRequest) -> None:
@@ -396,6 +414,15 @@ class BashSession:
         return text[len(echoed) :] if text.startswith(echoed) else text
 
     async def _cancel_op(self, op: BashSendOperation) -> None:
+        try:
+            await self._cancel_and_signal(op)
+        finally:
+            # Release before this task completes, so a caller that awaited the cancel
+            # and then the (already settled) result can send again at once.
+            if op.done.done() and self._op is op:
+                self._op = None
+
+    async def _cancel_and_signal(self, op: BashSendOperation) -> None:
         """Cancel as the terminal's Ctrl-C does, and keep it in force until the send settles.
 
         Unwritten input is dropped, input written but not yet read is flushed from the
@@ -482,8 +509,31 @@ class BashSession:
             raise TerminalError(f"session {self.session_id} is closing", "SESSION_CLOSED")
         if self._status.kind == "exited":
             raise TerminalError(f"session {self.session_id} has exited", "SESSION_EXITED")
+        if sig == "SIGINT" and self._exact:
+            await self._until_shell_reads()
         pgid = self._process.signal_foreground(sig)
         return SignalResult(delivered=True, target_pgid=pgid)
+
+    async def _until_shell_reads(self) -> None:
+        """Hold a SIGINT for a shell that is busy between two reads, briefly.
+
+        Bash's line editor takes a SIGINT that arrives between two reads only at its
+        next input byte, which it then eats (the next send would lose its first
+        character). At its read it drops the line and prints a new prompt at once, as
+        for a typed Ctrl-C. A foreground command, or a shell that stays busy for
+        ``poll_interval_ms``, is signalled as it is.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._config.poll_interval_ms / 1000
+        delay = 0.001
+        while True:
+            foreground = self._process.foreground_pgid()
+            if foreground is None or self._prompt_shell(foreground) is None:
+                return
+            if self.prompt_reader() is not None or loop.time() >= deadline:
+                return
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.016)
 
     async def close(self, reason: str) -> None:
         """Stop readiness, tear the process tree down, settle an active send as session_exit.

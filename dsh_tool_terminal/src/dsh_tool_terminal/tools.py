@@ -107,6 +107,16 @@ def terminal_tools(
             "type": "boolean",
             "description": "Press Enter after the text (default true). false sends the exact text.",
         },
+        "timeoutMs": {
+            "type": "integer",
+            "minimum": 1,
+            "description": (
+                "Time limit for this send in milliseconds (default 30000; at most the "
+                "backend's max_timeout_ms, 600000 by default). With text '' and "
+                "submit=false nothing is typed: the call waits for the running command, "
+                "e.g. a long build, to settle."
+            ),
+        },
     }
     if config.enable_run_in_background:
         send_properties["run_in_background"] = {
@@ -121,7 +131,11 @@ def terminal_tools(
         background = args.get("run_in_background", False)
         if background and not config.enable_run_in_background:
             raise InvalidArgument("run_in_background is disabled for this harness")
-        request_args = {"text": args["text"], "submit": args.get("submit", True)}
+        request_args = {
+            "text": args["text"],
+            "submit": args.get("submit", True),
+            "timeout_ms": args.get("timeoutMs"),
+        }
         if background:
             return _send_in_background(exec_, args["sessionId"], request_args)
         op = terminals().start_send(

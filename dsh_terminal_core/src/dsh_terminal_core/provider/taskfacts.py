@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-__all__ = ["executable_id", "wake_count"]
+__all__ = ["executable_id", "quietly_asleep", "wake_count"]
 
 _VOLUNTARY = b"\nvoluntary_ctxt_switches:"
 
@@ -48,3 +48,31 @@ def executable_id(pid: int) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino)
+
+
+def quietly_asleep(pid: int) -> bool | None:
+    """True if ``pid`` sleeps (state S) with no signal pending for it; None if unknown.
+
+    A process woken by a signal still shows its old system call until it runs; its
+    state (R) and its pending-signal masks tell that it is about to leave the wait.
+    """
+    try:
+        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, 8192)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    fields: dict[bytes, bytes] = {}
+    for line in data.split(b"\n"):
+        name, _, value = line.partition(b":")
+        if name in (b"State", b"SigPnd", b"ShdPnd"):
+            fields[name] = value.strip()
+    if len(fields) != 3:
+        return None
+    if not fields[b"State"].startswith(b"S"):
+        return False
+    return int(fields[b"SigPnd"], 16) == 0 and int(fields[b"ShdPnd"], 16) == 0

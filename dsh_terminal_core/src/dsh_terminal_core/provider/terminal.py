@@ -26,7 +26,7 @@ from .inspector import StdinProbe, TerminalIdentity, default_stdin_probe
 from .peer import flush_input, unread_input
 from .process_table import ProcessIdentity, ProcessTable, default_process_table
 from .procfs import read_stat
-from .taskfacts import executable_id, wake_count
+from .taskfacts import executable_id, quietly_asleep, wake_count
 from .teardown import TreeReaper
 from .types import ExitStatus, Foreground, OutputHandler, TerminalSpawnSpec
 
@@ -241,6 +241,13 @@ class LocalTerminalProcess:
         None when unknown (the process is gone, not Linux).
         """
         return wake_count(pid)
+
+    def quietly_asleep(self, pid: int) -> bool | None:
+        """True if ``pid`` sleeps with no signal pending (about to stay in its wait).
+
+        None when unknown (the process is gone, not Linux).
+        """
+        return quietly_asleep(pid)
 
     def executable_id(self, pid: int) -> tuple[int, int] | None:
         """The (device, inode) of ``pid``'s executable, or None when unknown."""

@@ -121,6 +121,10 @@ class TerminalProcess(Protocol):
         """``pid``'s voluntary context switches; None when unknown."""
         ...
 
+    def quietly_asleep(self, pid: int) -> bool | None:
+        """``pid`` sleeps with no signal pending; None when unknown."""
+        ...
+
     def executable_id(self, pid: int) -> tuple[int, int] | None:
         """The (device, inode) of ``pid``'s executable; None when unknown."""
         ...

@@ -413,6 +413,11 @@ class TerminalSessionService:
             raise TerminalError("submit must be a boolean", "INVALID_ARGUMENT")
         if request.cancel is not None and not isinstance(request.cancel, Cancellation):
             raise TerminalError("cancel must be a Cancellation or None", "INVALID_ARGUMENT")
+        timeout = request.timeout_ms
+        if timeout is not None and (not _is_int(timeout) or timeout < 1):
+            raise TerminalError(
+                f"timeoutMs must be an integer of at least 1, got {timeout!r}", "INVALID_ARGUMENT"
+            )
         return entry.session.start_send(request)
 
     def read(self, owner: Agent, session_id: str, request: ReadRequest) -> ReadResult:

@@ -99,9 +99,16 @@ class SpawnResult:
 
 @attrs.frozen(kw_only=True)
 class SendRequest:
+    """One send. ``timeout_ms`` bounds this send alone (None: the backend's default).
+
+    ``text=""`` with ``submit=False`` types nothing: the send waits for the running
+    foreground to settle on the same ladder (how to wait for a long build).
+    """
+
     text: str
     submit: bool = True
     cancel: Cancellation | None = attrs.field(default=None, eq=False)
+    timeout_ms: int | None = None
 
 
 @attrs.frozen(kw_only=True)
