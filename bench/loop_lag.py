@@ -15,7 +15,15 @@ stall at p50/p99/max over all opens, next to the same probe with nothing opening
 
 ``on-CPU`` is the loop thread's own CPU time inside the longest gap of each open: a
 fork on the loop is CPU time of the loop thread, while being descheduled on a busy
-machine is not, so this column separates our stalls from the machine's.
+machine is not, so this column separates our stalls from the machine's. A pass of
+Python's cyclic garbage collector stalls any loop whenever allocation triggers it (a
+full pass over a large host takes tens of milliseconds); the ``no-GC`` columns take
+collection time out of each gap, and ``GC passes (max)`` counts them during the opens.
+
+Rows: ``before`` — the in-process fork as it was, each open's loop work done as soon as
+it is ready (16 opens started together fork in one loop iteration); ``in-process`` —
+the in-process fork, opens taking turns (one step per loop iteration); ``fork-server``
+— the default, no fork in this process.
 
 Levels: ``provider`` — ``spawn_terminal`` of ``bash -i`` until it returns (the spawn
 path alone); ``service`` — ``ctx.terminals.spawn`` of a ``shell`` session until its
@@ -28,12 +36,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import json
 import os
 import resource
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -42,25 +54,50 @@ sys.path.insert(0, str(BENCH))
 
 from _stats import load_average, machine, percentile  # noqa: E402
 
-SPAWNERS = ("in-process", "fork-server")
+SPAWNERS = ("before", "in-process", "fork-server")
 LEVELS = ("provider", "service")
 
 
 class Probe:
-    """Records every gap between consecutive loop turns of a spinning task."""
+    """Records every gap between consecutive loop turns of a spinning task, and every
+    pass of the cyclic garbage collector (which stalls any Python loop, opening or not)."""
 
     def __init__(self) -> None:
         self.gaps: list[tuple[float, float, float]] = []  # (start, end, loop-thread cpu)
+        # (start, end, loop-thread cpu): a pass on another thread holds the GIL too
+        self.collections: list[tuple[float, float, float]] = []
+        self._gc_started = (0.0, 0.0)
+        self._loop_thread = threading.get_ident()
         self._stop = False
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
+        gc.callbacks.append(self._on_gc)
         self._task = asyncio.get_running_loop().create_task(self._spin())
 
     async def stop(self) -> None:
         self._stop = True
         assert self._task is not None
         await self._task
+        gc.callbacks.remove(self._on_gc)
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_started = (time.perf_counter(), time.thread_time())
+            return
+        started, cpu_started = self._gc_started
+        on_loop = threading.get_ident() == self._loop_thread
+        cpu = time.thread_time() - cpu_started if on_loop else 0.0
+        self.collections.append((started, time.perf_counter(), cpu))
+
+    def _collection_time(self, start: float, end: float) -> tuple[float, float]:
+        """(wall, loop-thread cpu) of garbage collection inside ``[start, end]``."""
+        wall = cpu = 0.0
+        for c_start, c_end, c_cpu in self.collections:
+            if c_end >= start and c_start <= end:
+                wall += min(c_end, end) - max(c_start, start)
+                cpu += c_cpu
+        return wall, cpu
 
     async def _spin(self) -> None:
         wall, cpu = time.perf_counter, time.thread_time
@@ -72,19 +109,26 @@ class Probe:
                 self.gaps.append((last_w, now_w, now_c - last_c))
             last_w, last_c = now_w, now_c
 
-    def worst(self, start: float, end: float) -> tuple[float, float]:
-        """(longest gap, its loop-thread CPU) overlapping ``[start, end]``, in seconds."""
+    def worst(self, start: float, end: float, *, gc_too: bool = True) -> tuple[float, float]:
+        """(longest gap, its loop-thread CPU) overlapping ``[start, end]``, in seconds;
+        without ``gc_too``, garbage-collection time inside each gap is taken out of it."""
         best = (0.0, 0.0)
         for g_start, g_end, g_cpu in self.gaps:
-            if g_end >= start and g_start <= end and g_end - g_start > best[0]:
-                best = (g_end - g_start, g_cpu)
+            if g_end < start or g_start > end:
+                continue
+            wall, cpu = g_end - g_start, g_cpu
+            if not gc_too:
+                gc_wall, gc_cpu = self._collection_time(g_start, g_end)
+                wall, cpu = wall - gc_wall, max(0.0, cpu - gc_cpu)
+            if wall > best[0]:
+                best = (wall, cpu)
         return best
 
 
-async def _open_provider(spawner: str) -> tuple[Any, Any]:
+async def _open_provider() -> tuple[Any, Any]:
     from dsh_terminal_core.provider import LocalTerminalProvider, TerminalSpawnSpec
 
-    provider = LocalTerminalProvider(spawner=spawner)  # type: ignore[arg-type]
+    provider = LocalTerminalProvider()
 
     async def open_one() -> Any:
         return await provider.spawn_terminal(
@@ -122,7 +166,7 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
     agent = harness.create_agent(f"loop-lag-{os.getpid()}")
     try:
         if level == "provider":
-            open_one, close_one = await _open_provider(spawner)
+            open_one, close_one = await _open_provider()
         else:
             open_one, close_one = await _open_service(harness, agent)
         probe = Probe()
@@ -159,13 +203,22 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
     finally:
         await harness.aclose()
     per_open = [probe.worst(s, e) for s, e in opens]
+    no_gc = [probe.worst(s, e, gc_too=False) for s, e in opens]
     idle = [probe.worst(s, e)[0] for s, e in idle_windows]
+    first, last = opens[0][0], opens[-1][1]
+    gc_passes = [
+        (c_end - c_start) for c_start, c_end, _ in probe.collections if first <= c_start <= last
+    ]
     return {
         "level": level,
         "spawner": spawner,
         "opens": len(opens),
         "stall_ms": _ms([w for w, _ in per_open]),
         "on_cpu_ms": _ms([c for _, c in per_open]),
+        "stall_no_gc_ms": _ms([w for w, _ in no_gc]),
+        "on_cpu_no_gc_ms": _ms([c for _, c in no_gc]),
+        "gc_passes": len(gc_passes),
+        "gc_max_ms": max(gc_passes, default=0.0) * 1000,
         "idle_ms": _ms(idle),
         "open_ms": _ms([e - s for s, e in opens]),
         "first_open": {
@@ -177,14 +230,27 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
     }
 
 
-def _choose_spawner(spawner: str) -> None:
+def _choose_spawner(spawner: str) -> str:
     """Make ``spawner`` the default of every provider this worker creates (the harness
-    builds its provider with no arguments); the worker process runs one row only."""
-    from dsh_terminal_core.provider import LocalTerminalProvider
+    builds its provider with no arguments); the worker process runs one row only.
 
+    ``before`` is the path as it was: an in-process fork, and each open's loop work done
+    as soon as it is ready (opens started together all fork in one loop iteration).
+    """
+    from dsh_terminal_core.provider import LocalTerminalProvider, ptyspawn, terminal
+
+    if spawner == "before":
+
+        @contextlib.asynccontextmanager
+        async def no_turn() -> AsyncIterator[None]:
+            yield
+
+        ptyspawn.loop_turn = terminal.loop_turn = no_turn  # type: ignore[assignment]
+        spawner = "in-process"
     defaults = LocalTerminalProvider.__init__.__defaults__
     assert defaults is not None and defaults[-1] == "fork-server"
     LocalTerminalProvider.__init__.__defaults__ = (*defaults[:-1], spawner)
+    return spawner
 
 
 def _ms(values: list[float]) -> dict[str, float]:
@@ -199,14 +265,17 @@ def _ms(values: list[float]) -> dict[str, float]:
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| level | spawner | opens | stall p50 | stall p99 | stall max | on-CPU p99 "
-        "| idle p99 | idle max | open p50 | first open (stall) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| no-GC stall p99 | no-GC on-CPU p99 | GC passes (max) | idle p99 | idle max "
+        "| open p50 | first open (stall) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         s, c, i, o, f = r["stall_ms"], r["on_cpu_ms"], r["idle_ms"], r["open_ms"], r["first_open"]
+        ns, nc = r["stall_no_gc_ms"], r["on_cpu_no_gc_ms"]
         lines.append(
             f"| {r['level']} | {r['spawner']} | {r['opens']} | {s['p50']:.2f} | {s['p99']:.2f} "
-            f"| {s['max']:.2f} | {c['p99']:.2f} | {i['p99']:.2f} | {i['max']:.2f} "
+            f"| {s['max']:.2f} | {c['p99']:.2f} | {ns['p99']:.2f} | {nc['p99']:.2f} "
+            f"| {r['gc_passes']} ({r['gc_max_ms']:.1f}) | {i['p99']:.2f} | {i['max']:.2f} "
             f"| {o['p50']:.1f} | {f['open_ms']:.1f} ({f['stall_ms']:.2f}) |"
         )
     return "\n".join(lines)
