@@ -11,6 +11,10 @@ from typing import Any
 
 import psutil
 import pytest
+
+from dsh_pty_session import PtySessionService
+from dsh_pty_session import plugin as pty_plugin
+from dsh_terminal_bash import plugin as bash_plugin
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.core_plugins import (
@@ -26,10 +30,6 @@ from dsh_terminal_core.hookspecs import hookimpl
 from dsh_terminal_core.plugins import PluginInfo
 from dsh_terminal_core.terminals import SpawnRequest
 from dsh_terminal_core.testing import FakeBackend
-
-from dsh_pty_session import PtySessionService
-from dsh_pty_session import plugin as pty_plugin
-from dsh_terminal_bash import plugin as bash_plugin
 
 from ..helpers import full_access
 from .fake_registry import FakeRegistry, fake_registry
