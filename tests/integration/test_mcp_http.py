@@ -474,7 +474,7 @@ async def test_an_idle_identity_is_reaped_with_its_process_tree(
                 await send(a, sid, "sleep 1001 &")
                 await send(a, sid, "sleep 1000", run_in_background=True)
                 repl = value_of(await call(a, "pty_open", {"command": "python3 -q -i"}))
-                await wait_for_commands(server.pid, "sleep 1001", "sleep 1000", "python3")
+                await wait_for_commands(server.pid, "sleep 1001", "sleep 1000", "python3 -q -i")
                 # A's process trees: its shell and its pty session, with their descendants.
                 procs = tree(opened["pid"]) | tree(repl["pid"])
                 assert len(procs) >= 4
@@ -491,6 +491,34 @@ async def test_an_idle_identity_is_reaped_with_its_process_tree(
                 fresh = (await open_shell(again))["sessionId"]
                 assert (await send(again, fresh, "echo new"))["viewport"] == "new\n"
         assert await server.wait_exit() == 0
+
+
+async def test_reconnects_racing_the_reaper_see_all_or_nothing_repeatedly(
+    tmp_path: Path,
+) -> None:
+    """With a TTL about as long as a reconnect, each reconnect lands before or after the reap.
+
+    Either way the identity is whole: its shell is listed and answers, or it has no
+    session and opens a new one. Never a listed session that is dead, never an error.
+    """
+    outcomes = {"kept": 0, "reaped": 0}
+    with anyio.fail_after(300):
+        async with http_server(tmp_path, "--idle-ttl-s", "0.15") as server:
+            for i in range(50):
+                async with connect(server.url, TOKEN_A) as session:
+                    listed = value_of(await call(session, "terminal_list", {}))["sessions"]
+                    if listed:
+                        outcomes["kept"] += 1
+                        assert len(listed) == 1 and listed[0]["status"]["kind"] == "running"
+                        sid = listed[0]["sessionId"]
+                    else:
+                        outcomes["reaped"] += 1
+                        sid = (await open_shell(session))["sessionId"]
+                    answer = await send(session, sid, f"echo round-{i}")
+                    assert answer["viewport"] == f"round-{i}\n"
+                    assert answer["waitReason"] == "stdin_read"
+        assert await server.wait_exit() == 0
+    assert outcomes["kept"] + outcomes["reaped"] == 50
 
 
 async def _send_ignoring_errors(session: ClientSession, sid: str, text: str) -> None:
@@ -514,7 +542,12 @@ async def test_sigterm_with_busy_sessions_exits_0_and_leaves_nothing(tmp_path: P
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_send_ignoring_errors, a, fg, "sleep 999")
                 procs = await wait_for_commands(
-                    server.pid, "sleep 999", "sleep 1000", "sleep 1001", "sleep 1002", "python3"
+                    server.pid,
+                    "sleep 999",
+                    "sleep 1000",
+                    "sleep 1001",
+                    "sleep 1002",
+                    "python3 -q -i",
                 )
                 os.kill(server.pid, signal.SIGTERM)
                 assert await server.wait_exit() == 0

@@ -80,7 +80,7 @@ class Identities:
         if entry is None:
             entry = _Entry(self._create(agent_id))
             self._entries[agent_id] = entry
-            log.info("identity %r connected for the first time", agent_id)
+            log.info("identity %r connected with no live agent; it has a new one", agent_id)
         if entry.timer is not None:
             entry.timer.cancel()
             entry.timer = None
