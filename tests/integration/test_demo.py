@@ -22,11 +22,14 @@ def test_demo_runs_the_tour_and_exits_zero() -> None:
         "the REPL kept `answer`",
         "sleep was interrupted (exit code 130)",
         "all three ticks were collected",
-        "terminal_read returned exactly the 5 lines asked for",
+        "the first line and the last line both survived (head + tail, one line between)",
+        "continues exactly where the head stopped",
         "a second tail resends nothing",
         "processes the demo started are gone; nothing left running",
     ):
-        assert f"✓ {check}" in out or check in out.splitlines()[-1], check
+        assert f"✓ {check}" in out or check in out.splitlines()[-1] or (
+            check.startswith("continues") and check in out
+        ), check
 
 
 def test_demo_with_an_explicit_sandbox_mode_says_so() -> None:

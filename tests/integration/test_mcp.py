@@ -253,7 +253,7 @@ async def test_shell_and_python_repl_round_trip(tmp_path: Path) -> None:
             )  # --workspace reached the policy
 
             closed = await call(session, "terminal_close", {"sessionId": sid})
-            assert closed.structured_content == {"killed": True}
+            assert closed.structured_content == {"closed": True}
             again = await call(session, "terminal_send", {"sessionId": sid, "text": "true"})
             assert again.is_error
 

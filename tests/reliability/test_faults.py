@@ -106,11 +106,11 @@ async def test_shell_killed_from_outside_during_a_send_settles_session_exit() ->
         assert f"sleep {tag}" in page.value["text"]
 
         closed = await h.call_tool(agent, "terminal_close", {"sessionId": dead})
-        assert closed.value == {"killed": True}
+        assert closed.value == {"closed": True}
         listed = (await h.call_tool(agent, "terminal_list", {})).value["sessions"]
         assert [s["sessionId"] for s in listed] == [live]
         assert (await h.call_tool(agent, "terminal_close", {"sessionId": live})).value == {
-            "killed": True
+            "closed": True
         }
 
 
@@ -147,7 +147,7 @@ async def test_close_ends_a_foreground_child_that_ignores_polite_signals(
             started = time.monotonic()
             closed = await h.call_tool(agent, "terminal_close", {"sessionId": sid})
             elapsed = time.monotonic() - started
-            assert closed.value == {"killed": True}
+            assert closed.value == {"closed": True}
             assert elapsed < slowest, f"close took {elapsed:.2f}s"
             assert not alive(child)
             print(f"\nFIGURE close ignoring {'+'.join(ignore)}: {elapsed:.3f}s")
@@ -189,7 +189,7 @@ async def test_child_forked_during_teardown_is_swept(tmp_path: Path) -> None:
             op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=f"python3 {script}"))
             await until(lambda: _armed(h, agent, sid), what="the SIGTERM handler")
             closed = await h.call_tool(agent, "terminal_close", {"sessionId": sid})
-            assert closed.value == {"killed": True}
+            assert closed.value == {"closed": True}
             assert record.exists(), "the program never saw SIGTERM"
             forked = int(record.read_text())
             assert not psutil.pid_exists(forked) or not alive(psutil.Process(forked))
@@ -236,7 +236,7 @@ async def test_setsid_daemon_that_left_the_session_is_not_ours() -> None:
             [daemon] = with_argv(f"sleep {tag}")
             assert os.getsid(daemon.pid) == daemon.pid != os.getsid(pid)
             closed = await h.call_tool(agent, "terminal_close", {"sessionId": sid})
-            assert closed.value == {"killed": True}
+            assert closed.value == {"closed": True}
             assert alive(daemon), "escaped daemon ended: update the documented gap"
             # It carries DSH_SHELL=1 from the shell's environment; the reaping() cleanup
             # ends it before the suite's leak check looks.
@@ -257,7 +257,7 @@ async def test_close_racing_an_active_send_and_a_second_close() -> None:
             h.call_tool(agent, "terminal_close", {"sessionId": sid}),
             h.call_tool(agent, "terminal_close", {"sessionId": sid}),
         )
-        assert sorted([first.value["killed"], second.value["killed"]]) == [False, True]
+        assert sorted([first.value["closed"], second.value["closed"]]) == [False, True]
         result = await asyncio.wait_for(send, 5)
         assert result.value["waitReason"] == "session_exit"
         assert result.value["sessionStatus"]["kind"] == "exited"

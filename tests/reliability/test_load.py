@@ -108,7 +108,7 @@ async def test_500_open_close_cycles_through_the_tools_leak_nothing() -> None:
                     agent, "terminal_send", {"sessionId": sid, "text": f"sleep {tag} &"}
                 )
             closed = await h.call_tool(agent, "terminal_close", {"sessionId": sid})
-            assert closed.value == {"killed": True}, (cycle, closed.text)
+            assert closed.value == {"closed": True}, (cycle, closed.text)
         elapsed = time.perf_counter() - started
         assert (await h.call_tool(agent, "terminal_list", {})).value == {"sessions": []}
         assert fd_count() == fds, "file descriptors leaked"

@@ -369,7 +369,7 @@ async def test_session_limit_counts_both_tool_families_and_recovers_after_a_clos
         assert again.text.startswith("error [SESSION_LIMIT]")
         victim = h.ctx.terminals.list(agent)[0].session_id
         assert (await h.call_tool(agent, "terminal_close", {"sessionId": victim})).value == {
-            "killed": True
+            "closed": True
         }
         reopened = await h.call_tool(agent, "terminal_open", {"type": "shell"})
         assert not reopened.is_error

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.terminals import MIN_REQUEST_BYTES, ReadRequest
 
 from ..helpers import full_access
 
@@ -52,11 +53,18 @@ async def test_open_send_read_list_close_values_and_text(tmp_path: Path) -> None
         assert sent.text == "hi\n[stdin_read: waiting for input; exit code 1]"
 
         await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "seq 1 50"})
-        read = await h.call_tool(agent, "terminal_read", {"sessionId": sid, "offset": 0, "count": 3})
+        read = await h.call_tool(agent, "terminal_read", {"sessionId": sid, "offset": 1, "count": 3})
         assert set(read.value) == {"text", "totalLines", "lineBegin", "lineEnd", "truncated"}
-        assert (read.value["lineBegin"], read.value["lineEnd"]) == (0, 3)
-        assert read.text.startswith(f"[{sid} lines 0-3 of {read.value['totalLines']}]")
-        assert read.text.endswith("[more: terminal_read offset=3]")
+        assert (read.value["lineBegin"], read.value["lineEnd"]) == (1, 3)  # 1-based, inclusive
+        assert read.text.startswith(f"[{sid} lines 1-3 of {read.value['totalLines']}]")
+        assert read.text.endswith("[more: terminal_read offset=4]")
+        assert len(read.value["text"].split("\n")) == 3
+        nxt = await h.call_tool(agent, "terminal_read", {"sessionId": sid, "offset": 4, "count": 50})
+        [fourth, *_] = nxt.value["text"].split("\n")
+        assert fourth == h.ctx.terminals.read(agent, sid, ReadRequest(offset=3, count=1)).text
+        last = nxt.value["lineEnd"]
+        assert last - 4 + 1 == len(nxt.value["text"].split("\n"))  # the range counts what is shown
+        assert nxt.text.startswith(f"[{sid} lines 4-{last} of {nxt.value['totalLines']}]")
 
         listed = await h.call_tool(agent, "terminal_list", {})
         [snap] = listed.value["sessions"]
@@ -64,7 +72,7 @@ async def test_open_send_read_list_close_values_and_text(tmp_path: Path) -> None
         assert sid in listed.text and "running" in listed.text
 
         closed = await h.call_tool(agent, "terminal_close", {"sessionId": sid})
-        assert (closed.value, closed.text) == ({"killed": True}, f"closed {sid}")
+        assert (closed.value, closed.text) == ({"closed": True}, f"closed {sid}")
         again = await h.call_tool(agent, "terminal_close", {"sessionId": sid})
         assert again.is_error and again.text.startswith("error [NO_SESSION]")
 
@@ -165,9 +173,11 @@ async def test_every_result_is_capped_on_code_points(cap: int) -> None:
         data = sent.text.encode()
         assert len(data) <= cap
         data.decode("utf-8")  # raises if a code point was cut
-        assert sent.value["viewport"].count("漢") == 200  # the value is not cut, only the text
+        # The value is bounded too, at the smallest bound a send may ask for, head and tail.
+        assert len(sent.value["viewport"].encode()) <= MIN_REQUEST_BYTES
+        assert sent.value["viewport"].endswith("漢\n") and sent.value["truncated"]
         if cap >= 300:
-            assert "bytes truncated" in sent.text and sent.text.endswith("exit code 0]")
+            assert "bytes truncated" in sent.text and sent.text.endswith("fit, as marked above]")
         error = await h.call_tool(agent, "terminal_read", {"sessionId": "pty-" + "9" * 60})
         assert error.is_error and len(error.text.encode()) <= cap
         assert error.text.startswith("error [NO_SESSION]")
@@ -177,7 +187,7 @@ async def test_every_result_is_capped_on_code_points(cap: int) -> None:
     ("tool", "args", "fragment"),
     [
         ("terminal_open", {"type": "shell", "bogus": 1}, "unknown argument 'bogus'"),
-        ("terminal_open", {}, "missing required argument 'type'"),
+        ("terminal_open", {"type": 7}, "'type' must be of type string"),
         ("terminal_send", {"sessionId": "pty-1", "text": 7}, "'text' must be of type string"),
         ("terminal_signal", {"sessionId": "pty-1", "signal": "SIGUSR1"}, "must be one of"),
         ("terminal_read", {"sessionId": "pty-1", "offset": -1}, "'offset' must be >= 0"),
@@ -220,4 +230,19 @@ async def test_guidance_is_in_the_system_prompt() -> None:
     flat = " ".join(prompt.split())
     assert '"inferred_idle" only means no output arrived' in flat
     assert "neither proves the command finished" in flat
-    assert "prefer a one-shot tool" in flat and "close them (terminal_close)" in flat
+    assert "one-shot" not in flat  # no such tool is offered here
+    assert "close them (terminal_close)" in flat and "run_in_background=true" in flat
+    assert "lines are numbered from 1" in flat
+
+
+@pytest.mark.parametrize("background", [True, False])
+async def test_guidance_names_only_tools_that_are_offered(background: bool) -> None:
+    import re
+
+    config = full_access(**{"tool-terminal": {"enable_run_in_background": background}})
+    async with Harness(config=config) as h:
+        prompt = h.system_prompt()
+        offered = {s["name"] for s in h.tool_schemas()}
+    named = set(re.findall(r"\b(?:terminal|pty|job)_[a-z]+\b", prompt))
+    assert named and named <= offered, named - offered
+    assert ("run_in_background" in prompt) is background

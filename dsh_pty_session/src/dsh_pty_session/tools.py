@@ -13,13 +13,44 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
-from dsh_terminal_core.terminals import status_text
+from dsh_terminal_core.terminals import STATUS_SCHEMA, status_text
 from dsh_terminal_core.tools import Tool, ToolExec
 
 from .service import PtySessionService
 
 __all__ = ["pty_tools"]
 
+
+# JSON schemas of the four values: each tool's MCP ``outputSchema``.
+OPEN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "sessionId": {"type": "string"},
+        "pid": {"type": "integer"},
+        "status": STATUS_SCHEMA,
+        "initialOutput": {"type": "string"},
+    },
+    "required": ["sessionId", "pid", "status", "initialOutput"],
+}
+SEND_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"delta": {"type": "string"}, "status": STATUS_SCHEMA},
+    "required": ["delta", "status"],
+}
+TAIL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string"},
+        "lines": {"type": "integer"},
+        "truncated": {"type": "boolean"},
+    },
+    "required": ["text", "lines", "truncated"],
+}
+CLOSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"closed": {"type": "boolean"}},
+    "required": ["closed"],
+}
 
 _ID = {
     "type": "string",
@@ -86,6 +117,7 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
                 "additionalProperties": False,
             },
             execute=open_,
+            output_schema=OPEN_SCHEMA,
             render=render_open,
             finalize=finalize,
         ),
@@ -106,6 +138,7 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
                 "additionalProperties": False,
             },
             execute=send,
+            output_schema=SEND_SCHEMA,
             render=render_send,
             finalize=finalize,
         ),
@@ -126,6 +159,7 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
                 "additionalProperties": False,
             },
             execute=tail,
+            output_schema=TAIL_SCHEMA,
             render=render_tail,
             finalize=finalize,
         ),
@@ -141,6 +175,7 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
                 "additionalProperties": False,
             },
             execute=close,
+            output_schema=CLOSE_SCHEMA,
             render=render_close,
             finalize=finalize,
         ),

@@ -247,6 +247,11 @@ class Scrollback:
         return self._complete
 
     @property
+    def open_line_number(self) -> int:
+        """Absolute number of the line the next text lands on (the open line, if any)."""
+        return self._complete
+
+    @property
     def dropped(self) -> bool:
         """True once any line or part of a line was trimmed."""
         return self._dropped

@@ -312,8 +312,11 @@ class BashSession:
                 "INVALID_ARGUMENT",
             )
         waiting = request.text == "" and not request.submit
-        op = BashSendOperation(self._config.max_read_bytes, self._cancel_op)
+        op = BashSendOperation(
+            _bounded(self._config.max_read_bytes, request.max_bytes), self._cancel_op
+        )
         op.collecting = waiting  # a send that types collects once the write fence passed
+        op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
         if self._status.kind == "exited":
             op.settle(self._result(op, Settlement(reason=WaitReason.SESSION_EXIT), request))
             return op
@@ -347,6 +350,7 @@ class BashSession:
         # the scrollback only, never to this send's viewport or its readiness.
         self._process.drain_output()
         op.collecting = not op.done.done()
+        op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
         readiness = self._readiness
         if readiness is not None and self._op is op:
             readiness.on_write_start()
@@ -494,7 +498,9 @@ class BashSession:
     # -- read, signal, close ----------------------------------------------------------
 
     def read(self, request: ReadRequest) -> ReadResult:
-        return self._scrollback.read(request.offset, request.count, self._config.max_read_bytes)
+        return self._scrollback.read(
+            request.offset, request.count, _bounded(self._config.max_read_bytes, request.max_bytes)
+        )
 
     @property
     def scrollback(self) -> Scrollback:
@@ -593,3 +599,8 @@ def _without_prompt(text: str, settlement: Settlement) -> str:
     if settlement.by_prompt and text.endswith(PROMPT):
         return text[: -len(PROMPT)]
     return text
+
+
+def _bounded(own: int, requested: int | None) -> int:
+    """The caller's byte bound when it is tighter than the backend's own."""
+    return own if requested is None else min(own, requested)

@@ -1,56 +1,135 @@
-"""Bounded tail buffers for the output of one send.
+"""Bounded buffers for the output of one send.
 
-A send collects what the terminal printed while it ran: the settled result shows the
-last ``max_bytes`` of it (the viewport) and a background reader consumes it piece by
-piece. Output can be far larger than the bound, so both keep only the tail, and appending
-costs O(len(text)) however much arrived before: pieces are kept whole and only joined
-and cut when read.
+A send collects what the terminal printed while it ran: the settled result shows at most
+``max_bytes`` of it (the viewport: its head and its tail) and a background reader
+consumes it piece by piece (the tail of what is new). Output can be far larger than the
+bound, and appending costs O(len(text)) however much arrived before: pieces are kept
+whole and only joined and cut when read.
 """
 
 from __future__ import annotations
 
-from dsh_terminal_core.textbounds import TailBuffer
+from dsh_terminal_core.textbounds import TailBuffer, utf8_head, utf8_len
 
-__all__ = ["TailBuffer", "ViewportBuffer"]
+__all__ = ["HEAD_TAIL_MIN_BYTES", "MARKER_ROOM", "TailBuffer", "ViewportBuffer"]
+
+
+# Bytes kept back for the omission line; below HEAD_TAIL_MIN_BYTES a bound is too small
+# to show two useful ends and a marker, and the viewport keeps only the tail.
+MARKER_ROOM = 200
+HEAD_TAIL_MIN_BYTES = 1024
 
 
 class ViewportBuffer:
     """Output of one send: a bounded viewport plus a consuming cursor over it.
 
-    :meth:`text` is the tail of everything appended; :meth:`read_new` returns what
-    arrived since its previous call, so an incremental reader never sees text twice. Both
-    are bounded by ``max_bytes`` and keep the tail.
+    :meth:`text` keeps the **head and the tail** of everything appended: long output
+    loses its middle, never its start, because the first error of a build or a test run
+    matters as much as the last line. One line in place of the middle says which lines
+    are missing and how to page them (their absolute scrollback numbers, 1-based, as
+    ``terminal_read`` shows them), given ``first_line``, the 0-based scrollback number
+    of the line the output starts on. :meth:`read_new` returns what arrived since its
+    previous call, so an incremental reader never sees text twice. Both stay within
+    ``max_bytes``.
     """
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, first_line: int = 0) -> None:
         """Create an empty buffer; raises ValueError unless ``max_bytes`` is positive."""
-        self._all = TailBuffer(max_bytes)
+        if max_bytes < 1:
+            raise ValueError(f"max_bytes must be positive, got {max_bytes}")
+        self._max_bytes = max_bytes
+        self._first_line = first_line
+        split = max_bytes >= HEAD_TAIL_MIN_BYTES
+        self._head_room = (max_bytes - MARKER_ROOM) // 2 if split else 0
+        self._tail = TailBuffer(max_bytes - MARKER_ROOM - self._head_room if split else max_bytes)
+        self._head: list[str] = []
+        self._head_bytes = 0
+        self._head_full = not split
+        self._bytes = 0  # everything appended
+        self._newlines = 0
         # Until the first read_new, "everything since the last read" is the viewport
         # itself, so the cursor's own buffer starts only then: a foreground send, which
         # never reads incrementally, keeps one copy of its output instead of two.
         self._new: TailBuffer | None = None
-        self._max_bytes = max_bytes
+
+    @property
+    def first_line(self) -> int:
+        """The 0-based scrollback number of the line the output starts on."""
+        return self._first_line
+
+    @first_line.setter
+    def first_line(self, number: int) -> None:
+        self._first_line = number
 
     @property
     def truncated(self) -> bool:
-        """True once the viewport lost the start of the output."""
-        return self._all.truncated
+        """True once the viewport lost part of the output (its middle, or its start)."""
+        return self._tail.truncated
 
     def append(self, text: str) -> None:
-        """Add output that arrived during the send."""
-        self._all.append(text)
+        """Add output that arrived during the send. O(len(text))."""
+        if not text:
+            return
+        size = utf8_len(text)
+        self._bytes += size
+        self._newlines += text.count("\n")
         if self._new is not None:
             self._new.append(text)
+        if not self._head_full:
+            room = self._head_room - self._head_bytes
+            if size <= room:
+                self._head.append(text)
+                self._head_bytes += size
+                return
+            part, _ = utf8_head(text, room)
+            self._head.append(part)
+            self._head_bytes += utf8_len(part)
+            self._head_full = True
+            text = text[len(part) :]
+        self._tail.append(text)
 
     def text(self) -> str:
-        """Return the viewport: the last ``max_bytes`` of the output, code point safe."""
-        return self._all.text()
+        """Return the viewport: all of the output, or its head, one omission line, its tail."""
+        head = "".join(self._head)
+        tail = self._tail.text()
+        if not self._tail.truncated:
+            return head + tail
+        if self._head_room == 0:
+            return tail
+        # Show whole lines at both ends, unless that would give away most of an end (a
+        # few very long lines): then the omission starts or ends inside a line.
+        cut = head.rfind("\n")
+        head_whole = cut >= len(head) // 2
+        if head_whole:
+            head = head[: cut + 1]
+        cut = tail.find("\n")
+        tail_whole = 0 <= cut < len(tail) // 2
+        if tail_whole:
+            tail = tail[cut + 1 :]
+        first = head.count("\n")  # output-relative index of the first omitted line
+        last = self._newlines - tail.count("\n") - (1 if tail_whole else 0)
+        omitted = self._bytes - utf8_len(head) - utf8_len(tail)
+        begin = self._first_line + first + 1
+        end = self._first_line + max(last, first) + 1
+        if end > begin:
+            what = (
+                f"{end - begin + 1} lines ({omitted} bytes) omitted: lines {begin}-{end}; read them"
+            )
+        else:
+            what = f"{omitted} bytes of line {begin} omitted; read it"
+        marker = f"[… {what} with terminal_read offset={begin} …]\n"
+        joint = "" if not head or head_whole else "\n"
+        return f"{head}{joint}{marker}{tail}"
 
     def read_new(self) -> tuple[str, bool]:
-        """Return the output since the previous call and whether its start was dropped."""
+        """Return the output since the previous call and whether part of it was dropped.
+
+        The first call returns the viewport itself (head and tail); later calls the tail
+        of what arrived since, within ``max_bytes``.
+        """
         if self._new is None:
             self._new = TailBuffer(self._max_bytes)
-            return self._all.text(), self._all.truncated
+            return self.text(), self.truncated
         text = self._new.text()
         truncated = self._new.truncated
         self._new.clear()

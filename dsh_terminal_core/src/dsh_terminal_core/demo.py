@@ -66,10 +66,21 @@ def _say(text: str = "") -> None:
 
 
 def _indent(text: str, head: int = 8, tail: int = 4) -> str:
-    """Indent a tool result for the reader, eliding the middle of long ones."""
+    """Indent a tool result for the reader, eliding the middle of long ones.
+
+    A line the tool itself put in place of omitted output (``[… N lines ... omitted``)
+    stays visible: it is what the model is told about the missing middle.
+    """
     lines = (text.rstrip("\n") or "(empty)").split("\n")
     if len(lines) > head + tail + 1:
-        lines = [*lines[:head], f"… ({len(lines) - head - tail} more lines) …", *lines[-tail:]]
+        kept = [i for i, line in enumerate(lines) if line.startswith("[… ")][:1]
+        shown = [*lines[:head]]
+        for index in kept:
+            if head <= index < len(lines) - tail:
+                shown += [f"… ({index - head} more lines) …", lines[index]]
+                head = index + 1
+        shown += [f"… ({len(lines) - head - tail} more lines) …", *lines[-tail:]]
+        lines = shown
     return textwrap.indent("\n".join(lines), "    │ ")
 
 
@@ -199,12 +210,21 @@ async def _tour(tour: Tour, workspace: str) -> None:
         "all three ticks were collected",
     )
 
-    tour.section("Page through the scrollback")
-    await tour.call("terminal_send", {"sessionId": sid, "text": "seq 1 1000"})
-    value = await tour.call("terminal_read", {"sessionId": sid, "offset": 100, "count": 5})
+    tour.section("Long output keeps its first and last lines; the middle is paged")
+    value = await tour.call("terminal_send", {"sessionId": sid, "text": "seq -f 'line %g' 8000"})
+    shown = value["viewport"].split("\n")
     tour.expect(
-        value["lineEnd"] - value["lineBegin"] == 5,
-        "terminal_read returned exactly the 5 lines asked for",
+        shown[0] == "line 1" and shown[-2] == "line 8000",
+        "the first line and the last line both survived (head + tail, one line between)",
+    )
+    marker = next(line for line in shown if line.startswith("[… "))
+    offset = int(marker.rsplit("offset=", 1)[1].split()[0])
+    before = int(shown[shown.index(marker) - 1].split()[1])
+    value = await tour.call("terminal_read", {"sessionId": sid, "offset": offset, "count": 3})
+    tour.expect(
+        (value["lineBegin"], value["lineEnd"]) == (offset, offset + 2)
+        and value["text"].split("\n")[0] == f"line {before + 1}",
+        f"terminal_read offset={offset} continues exactly where the head stopped",
     )
 
     tour.section("List sessions")

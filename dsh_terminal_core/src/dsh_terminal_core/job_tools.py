@@ -11,6 +11,25 @@ from .tools import Tool, ToolExec
 
 __all__ = ["job_tools", "render_job_output"]
 
+# JSON schemas of the two values: each tool's MCP ``outputSchema``.
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "jobId": {"type": "string"},
+        "status": {"enum": ["running", "completed", "failed", "killed"]},
+        "output": {"type": "string"},
+        "truncated": {"type": "boolean"},
+        "result": {"type": "string"},
+        "error": {"type": "string"},
+    },
+    "required": ["jobId", "status", "output", "truncated"],
+}
+KILL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"jobId": {"type": "string"}, "killed": {"type": "boolean"}},
+    "required": ["jobId", "killed"],
+}
+
 
 def render_job_output(out: JobOutput) -> str:
     """Compact model-facing text: a header line, the new output, then the final result."""
@@ -97,6 +116,7 @@ def job_tools(jobs: Callable[[], JobService], max_result_bytes: int) -> list[Too
                 "additionalProperties": False,
             },
             execute=output,
+            output_schema=OUTPUT_SCHEMA,
             render=render_output,
             finalize=finalize,
         ),
@@ -114,6 +134,7 @@ def job_tools(jobs: Callable[[], JobService], max_result_bytes: int) -> list[Too
                 "additionalProperties": False,
             },
             execute=kill,
+            output_schema=KILL_SCHEMA,
             render=render_kill,
             finalize=finalize,
         ),

@@ -297,6 +297,7 @@ def _build_server(harness: Harness, agent_of: AgentOf) -> Server[Any]:
                     name=schema["name"],
                     description=schema["description"],
                     input_schema=dict(schema["parameters"]),
+                    output_schema=schema.get("outputSchema"),
                 )
                 for schema in harness.tool_schemas()
             ]

@@ -46,7 +46,12 @@ class ToolResult:
 
 @attrs.frozen(kw_only=True)
 class Tool:
-    """A tool definition. ``render`` turns a value into text; ``finalize`` bounds any text."""
+    """A tool definition. ``render`` turns a value into text; ``finalize`` bounds any text.
+
+    ``output_schema`` is the JSON schema of the value a successful call returns (an
+    object); MCP clients receive it as the tool's ``outputSchema`` and check results
+    against it.
+    """
 
     name: str
     description: str
@@ -55,13 +60,17 @@ class Tool:
     render: Render | None = attrs.field(default=None, eq=False)
     finalize: Finalize | None = attrs.field(default=None, eq=False)
     plugin: str | None = None
+    output_schema: Mapping[str, Any] | None = None
 
     def schema(self) -> dict[str, Any]:
-        return {
+        schema = {
             "name": self.name,
             "description": self.description,
             "parameters": dict(self.parameters),
         }
+        if self.output_schema is not None:
+            schema["outputSchema"] = dict(self.output_schema)
+        return schema
 
 
 def render_error(exc: BaseException) -> str:

@@ -6,10 +6,10 @@ from typing import Any
 
 import attrs
 
-from dsh_terminal_core import MAX_RESULT_BYTES, boolean
+from dsh_terminal_core import boolean
 from dsh_terminal_core.resultcap import MIN_CAP_BYTES
 
-__all__ = ["MIN_RESULT_BYTES", "ToolTerminalConfig"]
+__all__ = ["DEFAULT_RESULT_BYTES", "MIN_RESULT_BYTES", "ToolTerminalConfig"]
 
 MIN_RESULT_BYTES = MIN_CAP_BYTES
 
@@ -21,7 +21,15 @@ def _result_bytes(_inst: object, attribute: attrs.Attribute[Any], value: object)
         )
 
 
+# What a model reads per result. Peers settled on tens of KiB: 30,000 characters with the
+# middle cut (Claude Code's bash tool), 10 KiB head + tail (Codex CLI); 32 KiB (about 8k
+# tokens) shows a build's first error and its last lines and leaves the context for work.
+DEFAULT_RESULT_BYTES = 32 * 1024
+
+
 @attrs.frozen(kw_only=True)
 class ToolTerminalConfig:
+    """``max_result_bytes`` bounds every text a tool returns, a send's viewport included."""
+
     enable_run_in_background: bool = attrs.field(default=True, validator=boolean)
-    max_result_bytes: int = attrs.field(default=MAX_RESULT_BYTES, validator=_result_bytes)
+    max_result_bytes: int = attrs.field(default=DEFAULT_RESULT_BYTES, validator=_result_bytes)

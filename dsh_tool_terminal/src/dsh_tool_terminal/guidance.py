@@ -1,18 +1,23 @@
-"""The system-prompt section that tells a model how to use persistent terminals."""
+"""The system-prompt section that tells a model how to use persistent terminals.
+
+It names only tools this harness offers: the background bullet appears only when
+``run_in_background`` is enabled and a jobs service provides ``job_output``/``job_kill``
+(the MCP server sends this text as its instructions, so it must match the tool list).
+"""
 
 from __future__ import annotations
 
-__all__ = ["GUIDANCE", "GUIDANCE_ORDER"]
+__all__ = ["GUIDANCE", "GUIDANCE_ORDER", "guidance"]
 
 GUIDANCE_ORDER = 106
 
-GUIDANCE = """\
+_HEAD = """\
 ## Persistent terminals
 
-- Open a terminal (terminal_open) only when you need state that outlives one command — a
+- Open a terminal (terminal_open) when you need state that outlives one command — a
   working directory, exported variables, an activated virtualenv, job control — or a
-  program that reads interactive input (a REPL, a debugger, a password prompt). For a
-  one-shot command, prefer a one-shot tool.
+  program that reads interactive input (a REPL, a debugger, a password prompt). Reuse an
+  open session for further commands instead of opening one per command.
 - Keep track of the session ids you open and close them (terminal_close) once they no
   longer matter; each agent has a limited number of sessions.
 - terminal_send returns when the terminal is waiting for input again. waitReason says
@@ -23,7 +28,23 @@ GUIDANCE = """\
   terminal_signal (SIGINT).
 - inputHidden=true means the program is reading input with echo off, typically a
   password prompt.
+"""
+
+_BACKGROUND = """\
 - Long-running commands can run with run_in_background=true; collect their output with
   job_output and stop them with job_kill.
-- Older output is in the scrollback: page through it with terminal_read.
 """
+
+_TAIL = """\
+- Long output shows its first and its last lines; one line in between says which lines
+  were omitted. Read them, or any earlier output, with terminal_read: lines are numbered
+  from 1 and every result shows the range it holds (e.g. "lines 101-105 of 1018").
+"""
+
+
+def guidance(background: bool = True) -> str:
+    """The section's text; ``background`` says whether background sends are offered."""
+    return _HEAD + (_BACKGROUND if background else "") + _TAIL
+
+
+GUIDANCE = guidance()

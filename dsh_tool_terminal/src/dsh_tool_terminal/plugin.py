@@ -6,7 +6,7 @@ from dsh_terminal_core import Context, PluginInfo, hookimpl
 
 from .config import ToolTerminalConfig as Config
 from .container import ToolTerminalContainer
-from .guidance import GUIDANCE, GUIDANCE_ORDER
+from .guidance import GUIDANCE_ORDER, guidance
 
 __all__ = ["Config", "dsh_apply", "dsh_plugin_info"]
 
@@ -25,5 +25,6 @@ def dsh_plugin_info() -> PluginInfo:
 def dsh_apply(ctx: Context, config: Config, container: ToolTerminalContainer) -> None:
     for tool in container.tools():
         ctx.tools.register(tool)
-    ctx.system_prompt.section("terminal-guidance", GUIDANCE_ORDER, GUIDANCE)
+    background = config.enable_run_in_background and ctx.has("jobs")
+    ctx.system_prompt.section("terminal-guidance", GUIDANCE_ORDER, guidance(background))
     ctx.on_unload(lambda: ctx.system_prompt.remove("terminal-guidance"))

@@ -35,7 +35,7 @@ def status_line(value: dict[str, Any]) -> str:
         text = "time limit reached; the command may still be running"
     else:
         text = f"session {status_text(session)}"
-    trunc = "; earlier output truncated (see terminal_read)" if value.get("truncated") else ""
+    trunc = "; output shortened to fit, as marked above" if value.get("truncated") else ""
     return f"[{reason}: {text}{trunc}]"
 
 
@@ -59,14 +59,19 @@ def render_send(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
 
 
 def render_read(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
+    """``[pty-1 lines 101-105 of 1018]`` (1-based, inclusive, as the value says), the text,
+    and where the next page starts."""
     begin, end, total = value["lineBegin"], value["lineEnd"], value["totalLines"]
-    head = f"[{session_id} lines {begin}-{end} of {total}"
+    if end >= begin:
+        head = f"[{session_id} lines {begin}-{end} of {total}"
+    else:
+        head = f"[{session_id} no lines from line {begin}; {total} in total"
     if value["truncated"]:
         head += "; part of the range was trimmed or cut to the size limit"
     head += "]\n"
     tail = ""
     if end < total:
-        tail = f"\n[more: terminal_read offset={end}]"
+        tail = f"\n[more: terminal_read offset={max(end, begin - 1) + 1}]"
     return cap_text(value["text"], max_bytes, prefix=head, suffix=tail, keep="head")
 
 
@@ -75,7 +80,7 @@ def render_signal(value: dict[str, Any], sig: str, max_bytes: int) -> str:
 
 
 def render_close(value: dict[str, Any], session_id: str, max_bytes: int) -> str:
-    text = f"closed {session_id}" if value["killed"] else f"{session_id} was already being closed"
+    text = f"closed {session_id}" if value["closed"] else f"{session_id} was already being closed"
     return cap_text(text, max_bytes)
 
 

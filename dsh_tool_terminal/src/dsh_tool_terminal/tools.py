@@ -10,6 +10,7 @@ from dsh_terminal_core.errors import InvalidArgument, TerminalError
 from dsh_terminal_core.resultcap import cap_text
 from dsh_terminal_core.terminals import (
     ALLOWED_SIGNALS,
+    MIN_REQUEST_BYTES,
     ReadRequest,
     SendRequest,
     SpawnRequest,
@@ -17,7 +18,7 @@ from dsh_terminal_core.terminals import (
 )
 from dsh_terminal_core.tools import Tool, ToolExec
 
-from . import render
+from . import render, wire
 from .config import ToolTerminalConfig
 from .wire import read_value, send_value, snapshot_value, spawn_value
 
@@ -26,6 +27,11 @@ __all__ = ["MAX_SEND_CHARS", "terminal_tools"]
 # One send may carry a long heredoc or a 10,000+ character command, but not a payload
 # that would flood the PTY for minutes; larger inputs belong in a file.
 MAX_SEND_CHARS = 1_000_000
+
+DEFAULT_TYPE = "shell"
+# Bytes of a result kept for what surrounds the output: the status line of a send, the
+# page header and the "more" line of a read.
+_METADATA_ROOM = 512
 
 _SESSION_ID = {
     "type": "string",
@@ -42,6 +48,9 @@ def terminal_tools(
 ) -> list[Tool]:
     """Build the six tools; services are resolved at call time (they may be overridden)."""
     cap = config.max_result_bytes
+    # The service bounds the output itself (keeping head and tail) so that the rendered
+    # result — output plus status or page lines — fits in the cap without a blind cut.
+    output_bytes = max(MIN_REQUEST_BYTES, cap - _METADATA_ROOM)
 
     def finalize(text: str) -> str:
         return cap_text(text, cap)
@@ -51,7 +60,9 @@ def terminal_tools(
     async def open_(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
         result = await terminals().spawn(
             exec_.agent,
-            SpawnRequest(type=args["type"], name=args.get("name"), cwd=args.get("cwd")),
+            SpawnRequest(
+                type=args.get("type", DEFAULT_TYPE), name=args.get("name"), cwd=args.get("cwd")
+            ),
             exec_.cancel,
         )
         return spawn_value(result)
@@ -71,7 +82,8 @@ def terminal_tools(
                     "type": "string",
                     "minLength": 1,
                     "maxLength": 64,
-                    "description": "Terminal type; 'shell' is an interactive bash.",
+                    "default": DEFAULT_TYPE,
+                    "description": "Terminal type (default 'shell', an interactive bash).",
                 },
                 "name": {
                     "type": "string",
@@ -86,10 +98,10 @@ def terminal_tools(
                     "description": "Starting directory (default: the workspace root).",
                 },
             },
-            "required": ["type"],
             "additionalProperties": False,
         },
         execute=open_,
+        output_schema=wire.OPEN_SCHEMA,
         render=lambda _args, value: render.render_open(value, cap),
         finalize=finalize,
     )
@@ -135,6 +147,7 @@ def terminal_tools(
             "text": args["text"],
             "submit": args.get("submit", True),
             "timeout_ms": args.get("timeoutMs"),
+            "max_bytes": output_bytes,
         }
         if background:
             return _send_in_background(exec_, args["sessionId"], request_args)
@@ -191,6 +204,7 @@ def terminal_tools(
             "additionalProperties": False,
         },
         execute=send,
+        output_schema=wire.SEND_SCHEMA,
         render=lambda args, value: render.render_send(value, cap, args["sessionId"]),
         finalize=finalize,
     )
@@ -201,15 +215,20 @@ def terminal_tools(
         result = terminals().read(
             exec_.agent,
             args["sessionId"],
-            ReadRequest(offset=args.get("offset", 0), count=args.get("count", 500)),
+            ReadRequest(
+                offset=max(args.get("offset", 1) - 1, 0),
+                count=args.get("count", 500),
+                max_bytes=output_bytes,
+            ),
         )
         return read_value(result)
 
     read_tool = Tool(
         name="terminal_read",
         description=(
-            "Read a page of a session's scrollback by absolute line number: lines "
-            "[offset, offset+count). Use it to see earlier or truncated output."
+            "Read a page of a session's scrollback: count lines starting at line offset, "
+            "numbered from 1 as every result shows them (e.g. offset=101 count=5 returns "
+            "lines 101-105). Use it for earlier output, or for the lines a send omitted."
         ),
         parameters={
             "type": "object",
@@ -218,7 +237,9 @@ def terminal_tools(
                 "offset": {
                     "type": "integer",
                     "minimum": 0,
-                    "description": "First line to read (absolute line number, default 0).",
+                    "description": (
+                        "First line to read, numbered from 1 (default 1, the oldest line)."
+                    ),
                 },
                 "count": {
                     "type": "integer",
@@ -231,6 +252,7 @@ def terminal_tools(
             "additionalProperties": False,
         },
         execute=read,
+        output_schema=wire.READ_SCHEMA,
         render=lambda args, value: render.render_read(value, cap, args["sessionId"]),
         finalize=finalize,
     )
@@ -258,6 +280,7 @@ def terminal_tools(
             "additionalProperties": False,
         },
         execute=signal,
+        output_schema=wire.SIGNAL_SCHEMA,
         render=lambda args, value: render.render_signal(value, args["signal"], cap),
         finalize=finalize,
     )
@@ -265,14 +288,14 @@ def terminal_tools(
     # -- terminal_close -----------------------------------------------------------------
 
     async def close(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
-        killed = await terminals().kill(exec_.agent, args["sessionId"], "closed by terminal_close")
-        return {"killed": killed}
+        closed = await terminals().kill(exec_.agent, args["sessionId"], "closed by terminal_close")
+        return {"closed": closed}
 
     close_tool = Tool(
         name="terminal_close",
         description=(
             "Close a terminal session and end every process it started. Returns "
-            "killed=false when a close of that session was already in progress."
+            "closed=false when a close of that session was already in progress."
         ),
         parameters={
             "type": "object",
@@ -281,6 +304,7 @@ def terminal_tools(
             "additionalProperties": False,
         },
         execute=close,
+        output_schema=wire.CLOSE_SCHEMA,
         render=lambda args, value: render.render_close(value, args["sessionId"], cap),
         finalize=finalize,
     )
@@ -295,6 +319,7 @@ def terminal_tools(
         description="List your open terminal sessions with their type, pid, status and cwd.",
         parameters={"type": "object", "properties": {}, "additionalProperties": False},
         execute=list_,
+        output_schema=wire.LIST_SCHEMA,
         render=lambda _args, value: render.render_list(value, cap),
         finalize=finalize,
     )

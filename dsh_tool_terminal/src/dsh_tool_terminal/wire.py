@@ -4,9 +4,100 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh_terminal_core.terminals import ReadResult, SendResult, Snapshot, SpawnResult
+from dsh_terminal_core.terminals import (
+    STATUS_SCHEMA,
+    ReadResult,
+    SendResult,
+    Snapshot,
+    SpawnResult,
+    WaitReason,
+)
 
-__all__ = ["read_value", "send_value", "snapshot_value", "spawn_value"]
+__all__ = [
+    "CLOSE_SCHEMA",
+    "LIST_SCHEMA",
+    "OPEN_SCHEMA",
+    "READ_SCHEMA",
+    "SEND_SCHEMA",
+    "SIGNAL_SCHEMA",
+    "read_value",
+    "send_value",
+    "snapshot_value",
+    "spawn_value",
+]
+
+# JSON schemas of the values below: each tool's MCP ``outputSchema``.
+_NULLABLE_STRING = {"type": ["string", "null"]}
+OPEN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "sessionId": {"type": "string"},
+        "name": {"type": "string"},
+        "type": {"type": "string"},
+        "pid": {"type": "integer"},
+        "status": STATUS_SCHEMA,
+        "motd": {"type": "string"},
+    },
+    "required": ["sessionId", "type", "pid", "status", "motd"],
+}
+SEND_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "kind 'foreground': the settled send; kind 'background': only jobId.",
+    "properties": {
+        "kind": {"enum": ["foreground", "background"]},
+        "viewport": {"type": "string"},
+        "waitReason": {"enum": [str(reason) for reason in WaitReason]},
+        "sessionStatus": STATUS_SCHEMA,
+        "truncated": {"type": "boolean"},
+        "exitCode": {"type": ["integer", "null"]},
+        "inputHidden": {"type": "boolean"},
+        "jobId": {"type": "string"},
+    },
+    "required": ["kind"],
+}
+READ_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Lines lineBegin..lineEnd, numbered from 1, both included.",
+    "properties": {
+        "text": {"type": "string"},
+        "totalLines": {"type": "integer"},
+        "lineBegin": {"type": "integer"},
+        "lineEnd": {"type": "integer"},
+        "truncated": {"type": "boolean"},
+    },
+    "required": ["text", "totalLines", "lineBegin", "lineEnd", "truncated"],
+}
+SIGNAL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"delivered": {"type": "boolean"}, "targetPgid": {"type": "integer"}},
+    "required": ["delivered", "targetPgid"],
+}
+CLOSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"closed": {"type": "boolean"}},
+    "required": ["closed"],
+}
+LIST_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "sessions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "sessionId": {"type": "string"},
+                    "name": _NULLABLE_STRING,
+                    "type": {"type": "string"},
+                    "pid": {"type": "integer"},
+                    "status": STATUS_SCHEMA,
+                    "cwd": _NULLABLE_STRING,
+                },
+                "required": ["sessionId", "name", "type", "pid", "status", "cwd"],
+            },
+        }
+    },
+    "required": ["sessions"],
+}
 
 
 def spawn_value(result: SpawnResult) -> dict[str, Any]:
@@ -35,10 +126,15 @@ def send_value(result: SendResult) -> dict[str, Any]:
 
 
 def read_value(result: ReadResult) -> dict[str, Any]:
+    """Line numbers as a person reads them: 1-based, ``lineEnd`` inclusive.
+
+    The service counts from 0 with an exclusive end; the model sees
+    ``lineBegin..lineEnd`` = the lines shown, so ``lineEnd < lineBegin`` means none.
+    """
     return {
         "text": result.text,
         "totalLines": result.total_lines,
-        "lineBegin": result.line_begin,
+        "lineBegin": result.line_begin + 1,
         "lineEnd": result.line_end,
         "truncated": result.truncated,
     }

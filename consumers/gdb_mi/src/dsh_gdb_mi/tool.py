@@ -68,6 +68,31 @@ class GdbMiSessions:
             await self.forget(agent)
 
 
+# The JSON schema of the tool's value (its MCP ``outputSchema``): records as parsed.
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "sessionId": {"type": "string"},
+        "records": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string"},
+                    "token": {"type": "integer"},
+                    "class": {"type": "string"},
+                    "results": {"type": "object"},
+                    "text": {"type": "string"},
+                },
+                "required": ["kind"],
+            },
+        },
+        "output": {"type": "string"},
+    },
+    "required": ["sessionId", "records", "output"],
+}
+
+
 def gdb_mi_tool(sessions: GdbMiSessions) -> Tool:
     """Build the ``gdb_mi`` tool over ``sessions``."""
 
@@ -117,4 +142,5 @@ def gdb_mi_tool(sessions: GdbMiSessions) -> Tool:
         execute=execute,
         render=render,
         finalize=lambda text: cap_text(text, MAX_RESULT_BYTES),
+        output_schema=OUTPUT_SCHEMA,
     )

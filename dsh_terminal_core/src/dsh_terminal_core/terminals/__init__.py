@@ -7,6 +7,8 @@ from ..errors import BackendCleanupError, TerminalError
 from .service import TerminalSessionService
 from .types import (
     ALLOWED_SIGNALS,
+    MIN_REQUEST_BYTES,
+    STATUS_SCHEMA,
     BackendSession,
     BackendSpawnContext,
     LineTailSession,
@@ -28,6 +30,8 @@ from .types import (
 
 __all__ = [
     "ALLOWED_SIGNALS",
+    "MIN_REQUEST_BYTES",
+    "STATUS_SCHEMA",
     "BackendCleanupError",
     "BackendSession",
     "BackendSpawnContext",

@@ -35,6 +35,7 @@ from ..errors import (
 )
 from .types import (
     ALLOWED_SIGNALS,
+    MIN_REQUEST_BYTES,
     BackendSession,
     BackendSpawnContext,
     LineTailSession,
@@ -54,7 +55,6 @@ __all__ = ["TerminalSessionService"]
 
 MAX_NAME_LENGTH = 64
 MAX_READ_COUNT = 10_000
-
 
 
 @attrs.define(eq=False)
@@ -418,6 +418,7 @@ class TerminalSessionService:
             raise TerminalError(
                 f"timeoutMs must be an integer of at least 1, got {timeout!r}", "INVALID_ARGUMENT"
             )
+        _check_max_bytes(request.max_bytes)
         return entry.session.start_send(request)
 
     def read(self, owner: Agent, session_id: str, request: ReadRequest) -> ReadResult:
@@ -431,6 +432,7 @@ class TerminalSessionService:
             raise TerminalError(
                 f"count must be an integer from 1 to {MAX_READ_COUNT}", "INVALID_ARGUMENT"
             )
+        _check_max_bytes(request.max_bytes)
         return entry.session.read(request)
 
     async def signal(self, owner: Agent, session_id: str, sig: str) -> SignalResult:
@@ -564,6 +566,15 @@ class TerminalSessionService:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _check_max_bytes(value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_REQUEST_BYTES:
+        raise TerminalError(
+            f"max_bytes must be an integer >= {MIN_REQUEST_BYTES} or None", "INVALID_ARGUMENT"
+        )
 
 
 def _validate_spawn(request: SpawnRequest) -> None:

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALLOWED_SIGNALS",
+    "MIN_REQUEST_BYTES",
+    "STATUS_SCHEMA",
     "BackendSession",
     "BackendSpawnContext",
     "LineTailSession",
@@ -35,7 +37,6 @@ __all__ = [
     "WaitReason",
     "status_text",
 ]
-
 
 
 class WaitReason(StrEnum):
@@ -80,6 +81,18 @@ def status_text(status: Mapping[str, object]) -> str:
     return f"exited (exit code {status.get('exitCode')})"
 
 
+# The JSON schema of ``SessionStatus.to_wire()``, for tools that return a status.
+STATUS_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "properties": {
+        "kind": {"enum": ["running", "exited"]},
+        "exitCode": {"type": ["integer", "null"]},
+        "signal": {"type": ["string", "null"]},
+    },
+    "required": ["kind"],
+}
+
+
 @attrs.frozen(kw_only=True)
 class SpawnRequest:
     type: str
@@ -97,18 +110,28 @@ class SpawnResult:
     motd: str
 
 
+# The smallest ``max_bytes`` a send or read may ask for: room for both ends of the output
+# and the line that marks what was omitted between them.
+MIN_REQUEST_BYTES = 1024
+
+
 @attrs.frozen(kw_only=True)
 class SendRequest:
     """One send. ``timeout_ms`` bounds this send alone (None: the backend's default).
 
     ``text=""`` with ``submit=False`` types nothing: the send waits for the running
     foreground to settle on the same ladder (how to wait for a long build).
+
+    ``max_bytes`` bounds this send's viewport below the backend's own bound: a
+    model-facing caller passes its budget so the backend keeps the head and the tail of
+    long output within it (the first error of a build survives with the last line).
     """
 
     text: str
     submit: bool = True
     cancel: Cancellation | None = attrs.field(default=None, eq=False)
     timeout_ms: int | None = None
+    max_bytes: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -125,8 +148,11 @@ class SendResult:
 
 @attrs.frozen(kw_only=True)
 class ReadRequest:
+    """``count`` lines from absolute line ``offset`` (0-based); ``max_bytes`` as for sends."""
+
     offset: int = 0
     count: int = 500
+    max_bytes: int | None = None
 
 
 @attrs.frozen(kw_only=True)
