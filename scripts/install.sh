@@ -97,7 +97,11 @@ else
 fi
 
 # --- 4. bubblewrap, the sandbox for the confined modes --------------------------------
-bwrap_usable() { bwrap --ro-bind / / --dev /dev --proc /proc true >/dev/null 2>&1; }
+# The same trial the sandbox runs before it confines a shell.
+bwrap_usable() {
+  bwrap --ro-bind / / --dev /dev --proc /proc --unshare-pid --unshare-ipc --unshare-uts \
+    --unshare-cgroup --unshare-net --cap-drop ALL true >/dev/null 2>&1
+}
 if ! command -v bwrap >/dev/null 2>&1; then
   if have_apt && is_root; then
     say "[4/5] sandbox: bubblewrap missing; installing it"
