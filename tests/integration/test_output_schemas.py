@@ -54,7 +54,7 @@ async def test_real_values_conform_to_their_schemas(tmp_path: Any) -> None:
         # At the prompt the foreground group is the shell's own, which ignores SIGINT.
         await call("terminal_signal", {"sessionId": sid, "signal": "SIGINT"})
         exited = await call("terminal_send", {"sessionId": sid, "text": "exit 3"})
-        assert exited["sessionStatus"]["kind"] == "exited"
+        assert exited["waitReason"] == "session_exit"
         await call("terminal_list", {})
         await call("terminal_close", {"sessionId": sid})
 
@@ -63,5 +63,6 @@ async def test_real_values_conform_to_their_schemas(tmp_path: Any) -> None:
         await call("pty_tail", {"id": pid})
         await call("pty_close", {"id": pid})
         await call("pty_close", {"id": pid})
-    untested = set(schemas) - seen - {"gdb_mi"}  # gdb_mi has its own test with a real gdb
+    # gdb_mi and ssh_* need a debugger and an ssh server; their own tests drive them.
+    untested = {n for n in set(schemas) - seen if n != "gdb_mi" and not n.startswith("ssh_")}
     assert not untested, untested

@@ -19,6 +19,40 @@ DEFAULT_TIMEOUT_MS = 30000
 
 _SESSION_ID = {"type": "string", "minLength": 1, "maxLength": 64}
 
+# JSON schemas of the four values: each tool's MCP ``outputSchema``.
+OPEN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "sessionId": {"type": "string"},
+        "host": {"type": "string"},
+        "port": {"type": "integer"},
+        "user": {"type": ["string", "null"]},
+        "banner": {"type": "string"},
+        "name": {"type": "string"},
+    },
+    "required": ["sessionId", "host", "port", "user", "banner"],
+}
+RUN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "output": {"type": "string"},
+        "exitCode": {"type": ["integer", "null"]},
+        "waitReason": {"type": "string"},
+        "truncated": {"type": "boolean"},
+    },
+    "required": ["output", "exitCode", "waitReason", "truncated"],
+}
+INTERRUPT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"delivered": {"type": "boolean"}, "exitCode": {"type": "integer"}},
+    "required": ["delivered"],
+}
+CLOSE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"closed": {"type": "boolean"}},
+    "required": ["closed"],
+}
+
 
 def _finalize(text: str) -> str:
     return cap_text(text, MAX_RESULT_BYTES)
@@ -109,6 +143,7 @@ def ssh_tools(service: Callable[[], SshService]) -> list[Tool]:
                 "additionalProperties": False,
             },
             execute=open_,
+            output_schema=OPEN_SCHEMA,
             finalize=_finalize,
         ),
         Tool(
@@ -131,6 +166,7 @@ def ssh_tools(service: Callable[[], SshService]) -> list[Tool]:
                 "additionalProperties": False,
             },
             execute=run,
+            output_schema=RUN_SCHEMA,
             render=render_run,
             finalize=_finalize,
         ),
@@ -148,6 +184,7 @@ def ssh_tools(service: Callable[[], SshService]) -> list[Tool]:
                 "additionalProperties": False,
             },
             execute=interrupt,
+            output_schema=INTERRUPT_SCHEMA,
             finalize=_finalize,
         ),
         Tool(
@@ -163,6 +200,7 @@ def ssh_tools(service: Callable[[], SshService]) -> list[Tool]:
                 "additionalProperties": False,
             },
             execute=close,
+            output_schema=CLOSE_SCHEMA,
             finalize=_finalize,
         ),
     ]
