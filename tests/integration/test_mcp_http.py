@@ -437,7 +437,7 @@ async def test_32_concurrent_clients_each_send_50_commands_correctly(tmp_path: P
                     0,
                 ):
                     failures.append(f"client {k} send {j}: {result}")
-            assert value_of(await call(session, "terminal_close", {"sessionId": sid}))["killed"]
+            assert value_of(await call(session, "terminal_close", {"sessionId": sid}))["closed"]
 
     with anyio.fail_after(600):
         async with (
