@@ -84,3 +84,32 @@ async def test_a_users_own_python_startup_file_still_runs(
         await send(h, agent, sid, "exit()")
         await h.ctx.terminals.kill(agent, sid, "test")
     assert list(home.iterdir()) == []
+
+
+def test_a_startup_file_under_the_hosts_tmp_is_not_named_to_a_confined_shell(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dsh_terminal_bash import environment
+
+    monkeypatch.setattr(environment, "PYTHON_STARTUP", "/tmp/clone/pythonstartup.py")
+    confined = environment.shell_environment("a", "pty-1", private_tmp=True)
+    assert "PYTHONSTARTUP" not in confined and confined["PYTHON_HISTORY"] == "/dev/null"
+    assert confined["HISTFILE"] == ""
+    unconfined = environment.shell_environment("a", "pty-1")
+    assert unconfined["PYTHONSTARTUP"] == "/tmp/clone/pythonstartup.py"
+    monkeypatch.setattr(environment, "PYTHON_STARTUP", "/opt/site/pythonstartup.py")
+    assert "PYTHONSTARTUP" in environment.shell_environment("a", "pty-1", private_tmp=True)
+
+
+@pytest.mark.bwrap
+async def test_a_confined_python_repl_starts_cleanly(tmp_path: Path) -> None:
+    config = {"sandbox-policy": {"mode": "workspace-write", "workspace_root": str(tmp_path)}}
+    async with harness(config) as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        started = await send(h, agent, sid, "python3 -q -i")
+        assert started.wait_reason is WaitReason.STDIN_READ
+        assert "PYTHONSTARTUP" not in started.viewport and "Error" not in started.viewport
+        result = await send(h, agent, sid, "6 * 7")
+        assert "42" in result.viewport
+        await send(h, agent, sid, "exit()")

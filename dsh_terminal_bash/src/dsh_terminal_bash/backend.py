@@ -84,10 +84,12 @@ class BashBackend:
     async def spawn(self, context: BackendSpawnContext) -> BashSession:
         context.cancel.raise_if_cancelled()
         argv, cwd = self._argv_and_cwd(context)
+        policy = self._policy.resolve(context.owner) if self._policy is not None else None
+        confined = policy is not None and policy.confined
         spec = TerminalSpawnSpec(
             argv=argv,
             cwd=cwd,
-            env=shell_environment(context.owner.id, context.session_id),
+            env=shell_environment(context.owner.id, context.session_id, private_tmp=confined),
             rows=self._config.rows,
             cols=self._config.cols,
             grace_ms=self._config.dispose_grace_ms,

@@ -65,24 +65,36 @@ def owner_marker(owner_id: str) -> dict[str, str]:
 PYTHON_STARTUP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pythonstartup.py")
 
 
-def _history_off() -> dict[str, str]:
+def _history_off(private_tmp: bool) -> dict[str, str]:
     env = {
         "HISTFILE": "",
-        "PYTHONSTARTUP": PYTHON_STARTUP,
         "PYTHON_HISTORY": os.devnull,
         "NODE_REPL_HISTORY": "",
         "LESSHISTFILE": "-",
     }
-    user_startup = os.environ.get("PYTHONSTARTUP")
-    if user_startup and user_startup != PYTHON_STARTUP:
-        env["DSH_USER_PYTHONSTARTUP"] = user_startup
+    # A confined shell gets a private /tmp, so a startup file installed under the host's
+    # /tmp is not there; naming it would only make every REPL print an error.
+    if not (private_tmp and _under(PYTHON_STARTUP, "/tmp")):
+        env["PYTHONSTARTUP"] = PYTHON_STARTUP
+        user_startup = os.environ.get("PYTHONSTARTUP")
+        if user_startup and user_startup != PYTHON_STARTUP:
+            env["DSH_USER_PYTHONSTARTUP"] = user_startup
     return env
 
 
-def shell_environment(owner_id: str, session_id: str) -> dict[str, str]:
-    """Overrides applied on top of the provider's scrubbed environment."""
+def _under(path: str, directory: str) -> bool:
+    return os.path.commonpath([os.path.realpath(path), directory]) == directory
+
+
+def shell_environment(
+    owner_id: str, session_id: str, *, private_tmp: bool = False
+) -> dict[str, str]:
+    """Overrides applied on top of the provider's scrubbed environment.
+
+    ``private_tmp``: the shell runs confined, with a /tmp of its own.
+    """
     return {
-        **_history_off(),
+        **_history_off(private_tmp),
         "TERM": "dumb",
         "NO_COLOR": "1",
         "PAGER": "cat",
