@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -177,3 +178,28 @@ async def test_danger_full_access_is_unconfined_and_says_so(tmp_path: Path) -> N
             {"sessionId": sid, "text": f"test -e /proc/{os.getpid()} && echo host-visible"},
         )
         assert shown.value["viewport"] == "host-visible\n"
+
+
+@pytest.mark.parametrize("mode", ["read-only", "workspace-write"])
+async def test_closing_a_confined_session_ends_a_daemon_that_left_it(
+    tmp_path: Path, mode: str
+) -> None:
+    """``setsid`` takes a process out of the terminal's POSIX session, where teardown
+    cannot find it; the sandbox's pid namespace still ends it with the shell."""
+    tag = f"{1000 + os.getpid() % 1000}.{time.monotonic_ns() % 10**6:06d}"
+    async with confined_shell(tmp_path, mode) as (h, agent, sid, run):
+        started = await run(f"setsid sleep {tag} < /dev/null > /dev/null 2>&1 & echo started")
+        assert started["viewport"].endswith("started\n")
+        await _until(lambda: bool(_sleepers(tag)))
+        [daemon] = _sleepers(tag)
+        assert os.getsid(daemon.pid) != os.getsid(h.ctx.terminals.get_session(agent, sid).shell_pid)
+        await h.call_tool(agent, "terminal_close", {"sessionId": sid})
+        await _until(lambda: not _sleepers(tag))
+
+
+def _sleepers(tag: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline", "status"]):
+        if proc.info["cmdline"] == ["sleep", tag] and proc.info["status"] != psutil.STATUS_ZOMBIE:
+            found.append(proc)
+    return found
