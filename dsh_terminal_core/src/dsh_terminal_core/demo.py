@@ -91,7 +91,8 @@ def _choose_mode(requested: str) -> tuple[str, str]:
     if sandbox.available():
         return (
             "workspace-write",
-            "bubblewrap works here, so shells may write only the workspace and /tmp",
+            "bubblewrap works here, so shells may write only the workspace and a /tmp of "
+            "their own, see no host process and have no network",
         )
     return (
         "danger-full-access",
