@@ -3,7 +3,8 @@
 It runs in the foreground (``-D``) as a child of the test process, so every
 per-connection sshd and every remote shell is a descendant the suite's leak check sees.
 Root logs in by key only; the user ``dshpw`` may only use a password, which no test
-ever types.
+ever types. A second port gives root ``/bin/sh -i`` (dash on Debian) instead of its
+login shell, for the POSIX-sh side of the prompt protocol.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Sshd:
     host_key: Path
     client_key: Path
     process: subprocess.Popen[bytes] | None = None
+    sh_port: int = 0
     netns: str | None = None
 
     @property
@@ -101,10 +103,14 @@ class Sshd:
         self.process = None
 
 
-def _config(directory: Path, host: str, port: int, host_key: Path, authorized: Path) -> Path:
+def _config(
+    directory: Path, host: str, ports: tuple[int, int], host_key: Path, authorized: Path
+) -> Path:
+    port, sh_port = ports
     path = directory / "sshd_config"
     path.write_text(
         f"""Port {port}
+Port {sh_port}
 ListenAddress {host}
 HostKey {host_key}
 PidFile none
@@ -122,6 +128,8 @@ ClientAliveInterval 0
 MaxStartups 100
 MaxSessions 100
 LogLevel ERROR
+Match LocalPort {sh_port}
+    ForceCommand exec /bin/sh -i
 Match User {PASSWORD_USER}
     PasswordAuthentication yes
     PubkeyAuthentication no
@@ -147,7 +155,8 @@ def running_sshd(
     server = Sshd(host=host, port=0, directory=directory, host_key=host_key, client_key=client_key)
     for _attempt in range(5):
         port = _free_port(host) if netns is None else 22
-        config = _config(directory, host, port, host_key, authorized)
+        sh_port = _free_port(host) if netns is None else 2222
+        config = _config(directory, host, (port, sh_port), host_key, authorized)
         argv = [SSHD, "-D", "-e", "-f", str(config)]
         if netns is not None:
             argv = ["ip", "netns", "exec", netns, *argv]
@@ -155,6 +164,7 @@ def running_sshd(
             process = subprocess.Popen(argv, stderr=log)
         if _listening(host, port, process, netns):
             server.port, server.process, server.netns = port, process, netns
+            server.sh_port = sh_port
             break
         process.kill()
         process.wait()

@@ -29,6 +29,11 @@ async def test_open_echo_and_exit_codes(sshd: Sshd, harness: Harness) -> None:
     assert not r.is_error, r.text
     assert r.value["host"] == sshd.host and r.value["port"] == sshd.port
     assert r.value["user"] == "root"
+    implicit = await harness.call_tool(
+        agent, "ssh_open", {k: v for k, v in open_args(sshd).items() if k != "user"}
+    )
+    assert not implicit.is_error, implicit.text
+    assert implicit.value["user"] == "root"  # the remote shell says who it is
     assert "dsh test server: authorized use only" in r.value["banner"]
     assert "stty" not in r.value["banner"] and "Permanently added" not in r.value["banner"]
     sid = r.value["sessionId"]

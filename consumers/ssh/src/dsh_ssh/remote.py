@@ -54,10 +54,15 @@ class RemoteProtocol:
         return self.first_half + self.second_half
 
     def setup_terminal(self) -> tuple[str, re.Pattern[str]]:
-        """The first setup line, and the pattern of the line it prints once it ran."""
+        """The first setup line, and the pattern of the line it prints once it ran.
+
+        That line also names the remote user (group ``user``): who the session really
+        is, whatever ssh configuration chose it.
+        """
+        user = '"$(id -un 2>/dev/null || echo "$USER")"'
         return (
-            f"{SETUP_ECHO}; echo '{self.first_half}''{self.second_half}'",
-            re.compile(rf"{self.nonce}$"),
+            f"{SETUP_ECHO}; echo '{self.first_half}''{self.second_half}' {user}",
+            re.compile(rf"{self.nonce} (?P<user>\S*)$"),
         )
 
     def setup_prompt(self) -> str:

@@ -340,6 +340,8 @@ class SshService:
             await _close_quietly(pty, owner, opened.session_id)
             raise
         banner = "\n".join(part for part in (master.banner, motd) if part)
+        said = protocol.setup_terminal()[1].search(first.matched or "")
+        remote_user = said["user"] if said is not None and said["user"] else None
         return SshSession(
             session_id=f"ssh-{next(self._ids)}",
             owner=owner,
@@ -350,6 +352,7 @@ class SshService:
             config=self._config,
             banner=banner,
             name=name,
+            user=remote_user or destination.user,
             master_words=lambda: master.last_words(pty, owner),
         )
 

@@ -72,6 +72,7 @@ class SshSession:
         config: SshConfig,
         banner: str,
         name: str | None,
+        user: str | None = None,
         master_words: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         self.session_id = session_id
@@ -80,6 +81,7 @@ class SshSession:
         self.pty_id = pty_id
         self.banner = banner
         self.name = name
+        self.user = user
         self._pty = pty
         self._master_words = master_words
         self._protocol = protocol

@@ -76,7 +76,7 @@ def ssh_tools(service: Callable[[], SshService]) -> list[Tool]:
             "sessionId": session.session_id,
             "host": destination.host,
             "port": destination.port,
-            "user": destination.user,
+            "user": session.user,
             "banner": session.banner,
         }
         if session.name is not None:
