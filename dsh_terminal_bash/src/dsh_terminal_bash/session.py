@@ -159,6 +159,28 @@ class BashSession:
     def unread_input(self) -> int | None:
         return self._process.unread_input()
 
+    def hidden_prompt(self) -> str | None:
+        """The prompt line when a program is provably waiting, echo off, for a line.
+
+        Proof is the exact stdin-wait probe: a member of the foreground group is blocked
+        reading this terminal in line mode with ECHO off, no output is pending and no
+        earlier input waits unread (it would be joined to the secret). None otherwise,
+        and always None where the probe is not exact or a send is running.
+        """
+        if self._op is not None:
+            return None
+        return self._hidden_prompt_now()
+
+    def _hidden_prompt_now(self) -> str | None:
+        if not self._exact or self._closing or self._status.kind == "exited":
+            return None
+        foreground = self.foreground()
+        if foreground is None or not foreground.input_hidden:
+            return None
+        if self._process.pending_output() or self._process.unread_input():
+            return None
+        return self._scrollback.open_line
+
     def shell_owns_foreground(self) -> bool:
         foreground = self._process.foreground_pgid()
         return foreground is not None and foreground == self._shell_pgid
@@ -305,6 +327,8 @@ class BashSession:
             )
         if self._closing:
             raise TerminalError(f"session {self.session_id} is closing", "SESSION_CLOSED")
+        if request.secret is not None and self._hidden_prompt_now() is None:
+            raise _not_at_secret_prompt(self.session_id)
         timeout = request.timeout_ms
         if timeout is not None and not 1 <= timeout <= self._config.max_timeout_ms:
             raise TerminalError(
@@ -344,11 +368,19 @@ class BashSession:
         return op
 
     async def _write(self, op: BashSendOperation, request: SendRequest) -> None:
+        secret = request.secret
         payload = request.text + ("\r" if request.submit else "")
         # The write fence: output the terminal already holds (a prompt printed late after
         # an interrupt, a timeout or a cancel) was produced before this input and goes to
         # the scrollback only, never to this send's viewport or its readiness.
         self._process.drain_output()
+        if secret is not None:
+            # Proven again right before the write: the prompt may have gone since the send
+            # was accepted. The secret is written raw, never through text handling.
+            if op.input_cancelled or self._hidden_prompt_now() is None:
+                self._refuse_secret(op)
+                return
+            payload = secret.reveal() + "\r"
         op.collecting = not op.done.done()
         op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
         readiness = self._readiness
@@ -362,6 +394,18 @@ class BashSession:
         except Exception:  # a dead terminal settles through session_exit
             pass
         self._write_finished(op)
+
+    def _refuse_secret(self, op: BashSendOperation) -> None:
+        """End a secret send that wrote nothing: the prompt was gone at the moment of writing."""
+        readiness = self._readiness
+        if readiness is not None and self._op is op:
+            readiness.stop()
+            self._readiness = None
+        if not op.done.done():
+            op.collecting = False
+            op.done.set_exception(_not_at_secret_prompt(self.session_id))
+        if self._op is op:
+            self._op = None
 
     def _write_finished(self, op: BashSendOperation) -> None:
         """Written, dropped or failed: no more input is coming, so readiness may judge.
@@ -578,6 +622,15 @@ class _CancelState:
     groups: set[int] = attrs.field(factory=set)
     shell_signalled_at: float | None = None
     markers_at_signal: int | None = None
+
+
+def _not_at_secret_prompt(session_id: str) -> TerminalError:
+    return TerminalError(
+        f"session {session_id} is not waiting at a hidden-input (password) prompt; nothing "
+        "was sent. Send the command that asks for the secret first, and send the secret "
+        "once the result says inputHidden=true",
+        "NOT_AT_SECRET_PROMPT",
+    )
 
 
 def _resolve(future: asyncio.Future[Settlement], settlement: Settlement) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pluggy
 from dependency_injector import containers, providers
 
 from .agents import Agent
@@ -17,6 +18,7 @@ from .jobs import JobService
 from .provider.terminal import LocalTerminalProvider
 from .sandbox.bwrap import BwrapConfig, BwrapSandbox
 from .sandbox.policy import ActivityProbe, OwnerActivity, SandboxPolicyConfig, SandboxPolicyService
+from .secrets import SecretsConfig, SecretsService
 from .terminals.service import TerminalSessionService
 from .wiring import optional_dependency
 
@@ -24,6 +26,7 @@ __all__ = [
     "JobsContainer",
     "SandboxBwrapContainer",
     "SandboxPolicyContainer",
+    "SecretsContainer",
     "SubprocessContainer",
     "TerminalsContainer",
 ]
@@ -80,3 +83,11 @@ class JobsContainer(containers.DeclarativeContainer):
 
     config = providers.Dependency(instance_of=JobsConfig)
     jobs = providers.Singleton(JobService, max_output_bytes=config.provided.max_output_bytes)
+
+
+class SecretsContainer(containers.DeclarativeContainer):
+    """Named secrets (``ctx.secrets``); third-party sources come through the plugin manager."""
+
+    config = providers.Dependency(instance_of=SecretsConfig)
+    plugin_manager = providers.Dependency(instance_of=pluggy.PluginManager)
+    secrets = providers.Singleton(SecretsService, config, plugin_manager)

@@ -33,6 +33,7 @@ from .plugins import (
     validate_config,
 )
 from .prompt import SystemPrompt
+from .secrets import SecretAsker
 from .tools import ToolExec, ToolRegistry, ToolResult
 from .wiring import build_container
 
@@ -105,6 +106,7 @@ class Harness:
         ctx = self.ctx
         ctx.provide("tools", providers.Singleton(ToolRegistry, lambda: ctx.current_plugin))
         ctx.provide("system_prompt", providers.Singleton(SystemPrompt))
+        ctx.provide("plugin_manager", providers.Object(self.pm))
         self._plugins = loaded
         self._started = True
         try:
@@ -232,9 +234,14 @@ class Harness:
         args: Mapping[str, Any] | None = None,
         *,
         cancel: Cancellation | None = None,
+        ask_secret: SecretAsker | None = None,
     ) -> ToolResult:
-        """Call tool ``name`` as ``agent``; failures come back as ``is_error`` results."""
-        exec_ = ToolExec(agent=agent, cancel=cancel or Cancellation())
+        """Call tool ``name`` as ``agent``; failures come back as ``is_error`` results.
+
+        ``ask_secret`` lets a tool ask the caller's person for a secret (the MCP server
+        passes its URL-mode elicitation); without it such a tool answers ``NO_SECRET``.
+        """
+        exec_ = ToolExec(agent=agent, cancel=cancel or Cancellation(), ask_secret=ask_secret)
         tools: ToolRegistry = self.ctx.tools
         return await tools.call(name, dict(args) if args is not None else {}, exec_)
 

@@ -18,8 +18,10 @@ import pluggy
 if TYPE_CHECKING:
     from dependency_injector.containers import DeclarativeContainer
 
+    from .agents import Agent
     from .context import Context
     from .plugins import PluginInfo
+    from .secrets import Secret
 
 __all__ = ["PROJECT", "hookimpl", "hookspec"]
 
@@ -42,4 +44,15 @@ def dsh_apply(ctx: Context, config: object, container: DeclarativeContainer | No
     plugin's own section of the harness config and nobody else's. ``container`` is the
     plugin's container built by the host with every need wired and checked (``None``
     for a plugin that declares none). On reload both are new.
+    """
+
+
+@hookspec
+def dsh_secret_source(name: str, owner: Agent) -> str | Secret | None:
+    """Answer the secret called ``name`` for ``owner``, or None when this source lacks it.
+
+    Every plugin may add a source (a keyring, a vault); the ``secrets`` service asks
+    its configured environment variables and file first, then these implementations,
+    and takes the first answer that is not None. An implementation may return an
+    awaitable for a source that needs I/O. Never log or raise with the value in it.
     """

@@ -40,11 +40,12 @@ KNOWN_PROVIDERS: dict[str, str] = {
     "sandbox_policy": "dsh-terminal-core",
     "sandbox": "dsh-terminal-core",
     "jobs": "dsh-terminal-core",
+    "secrets": "dsh-terminal-core",
     "pty": "dsh-pty-session",
 }
 
 # Keys the harness itself provides; plugins may inject them without a provider plugin.
-BUILTIN_KEYS: tuple[str, ...] = ("tools", "system_prompt")
+BUILTIN_KEYS: tuple[str, ...] = ("tools", "system_prompt", "plugin_manager")
 
 
 def _keys(keys: Iterable[str]) -> tuple[str, ...]:

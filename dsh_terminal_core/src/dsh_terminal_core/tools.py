@@ -19,6 +19,7 @@ from .errors import DshError, InvalidArgument, ToolNotFound
 
 if TYPE_CHECKING:
     from .agents import Agent
+    from .secrets import SecretAsker
 
 __all__ = ["Tool", "ToolExec", "ToolRegistry", "ToolResult", "render_error"]
 
@@ -29,10 +30,15 @@ Finalize = Callable[[str], str]
 
 @attrs.frozen(kw_only=True)
 class ToolExec:
-    """Who is calling and how to notice that the call was cancelled."""
+    """Who is calling, how to notice that the call was cancelled, how to ask its person.
+
+    ``ask_secret`` is set by a host that can reach the person at the client (the MCP
+    server, through URL-mode elicitation); None elsewhere.
+    """
 
     agent: Agent = attrs.field(eq=False)
     cancel: Cancellation = attrs.field(factory=Cancellation, eq=False)
+    ask_secret: SecretAsker | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen(kw_only=True)

@@ -6,6 +6,7 @@ from dependency_injector import containers, providers
 
 from dsh_terminal_core import optional_dependency
 from dsh_terminal_core.jobs import JobService
+from dsh_terminal_core.secrets import SecretsService
 from dsh_terminal_core.terminals import TerminalSessionService
 
 from .config import ToolTerminalConfig
@@ -21,4 +22,7 @@ class ToolTerminalContainer(containers.DeclarativeContainer):
     config = providers.Dependency(instance_of=ToolTerminalConfig)
     terminals = providers.Dependency(instance_of=TerminalSessionService)
     jobs = optional_dependency(JobService)
-    tools = providers.Singleton(terminal_tools, terminals.provider, jobs.provider, config)
+    secrets = optional_dependency(SecretsService)
+    tools = providers.Singleton(
+        terminal_tools, terminals.provider, jobs.provider, config, secrets.provider
+    )

@@ -8,6 +8,7 @@ from typing import Any
 
 from dsh_terminal_core.errors import InvalidArgument, TerminalError
 from dsh_terminal_core.resultcap import cap_text
+from dsh_terminal_core.secrets import Secret, SecretAsk, SecretsService
 from dsh_terminal_core.terminals import (
     ALLOWED_SIGNALS,
     MIN_REQUEST_BYTES,
@@ -45,6 +46,7 @@ def terminal_tools(
     terminals: Callable[[], TerminalSessionService],
     jobs: Callable[[], Any | None],
     config: ToolTerminalConfig,
+    secrets: Callable[[], SecretsService | None] = lambda: None,
 ) -> list[Tool]:
     """Build the six tools; services are resolved at call time (they may be overridden)."""
     cap = config.max_result_bytes
@@ -115,6 +117,22 @@ def terminal_tools(
             "maxLength": MAX_SEND_CHARS,
             "description": "Text to type into the terminal.",
         },
+        "secret": {
+            "type": "object",
+            "description": (
+                "Instead of text, at a password prompt (inputHidden=true): the harness types "
+                "a secret you never see, then Enter. {name} takes a named secret the "
+                "operator configured; {ask: why} asks the person at the client to type it "
+                "into a page in their browser."
+            ),
+            "properties": {
+                "name": {"type": "string", "minLength": 1, "maxLength": 256},
+                "ask": {"type": "string", "minLength": 1, "maxLength": 1000},
+            },
+            "minProperties": 1,
+            "maxProperties": 1,
+            "additionalProperties": False,
+        },
         "submit": {
             "type": "boolean",
             "description": "Press Enter after the text (default true). false sends the exact text.",
@@ -143,6 +161,10 @@ def terminal_tools(
         background = args.get("run_in_background", False)
         if background and not config.enable_run_in_background:
             raise InvalidArgument("run_in_background is disabled for this harness")
+        if "secret" in args:
+            return await _send_secret(args, exec_)
+        if "text" not in args:
+            raise InvalidArgument("terminal_send needs text (or a secret)")
         request_args = {
             "text": args["text"],
             "submit": args.get("submit", True),
@@ -160,6 +182,59 @@ def terminal_tools(
             await asyncio.shield(op.cancel())
             raise
         return send_value(result)
+
+    async def _send_secret(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        spec: dict[str, str] = args["secret"]
+        others: list[str] = sorted(k for k in ("text", "keys", "run_in_background") if k in args)
+        if args.get("submit") is False:
+            others.append("submit=false")
+        if others:
+            raise InvalidArgument(
+                f"secret cannot be combined with {', '.join(others)}: the secret is typed "
+                "alone, followed by Enter; nothing was sent"
+            )
+        session_id = args["sessionId"]
+        if "name" in spec:
+            secret = await _named_secret(spec["name"], exec_)
+        else:
+            secret = await _asked_secret(session_id, spec["ask"], exec_)
+        op = terminals().start_send(
+            exec_.agent,
+            session_id,
+            SendRequest(
+                text="", cancel=exec_.cancel, timeout_ms=args.get("timeoutMs"), secret=secret
+            ),
+        )
+        try:
+            result = await asyncio.shield(op.done)
+        except asyncio.CancelledError:
+            await asyncio.shield(op.cancel())
+            raise
+        return send_value(result)
+
+    async def _named_secret(name: str, exec_: ToolExec) -> Secret:
+        service = secrets()
+        found = await service.lookup(name, exec_.agent) if service is not None else None
+        if found is None:
+            where = (
+                "no secret source has it (secrets plugin env/file, secret_source hooks)"
+                if service is not None
+                else "no secrets service is loaded (enable the 'secrets' plugin)"
+            )
+            raise TerminalError(f"no secret named {name!r}: {where}; nothing was sent", "NO_SECRET")
+        return found
+
+    async def _asked_secret(session_id: str, reason: str, exec_: ToolExec) -> Secret:
+        ask = exec_.ask_secret
+        if ask is None:
+            raise TerminalError(
+                "this client cannot ask its person for a secret (only an MCP client with "
+                "URL-mode elicitation can); use a named secret; nothing was sent",
+                "NO_SECRET",
+            )
+        # Ask only while the prompt is there; the write checks again afterwards.
+        prompt = terminals().hidden_prompt(exec_.agent, session_id)
+        return await ask(SecretAsk(session_id=session_id, prompt=prompt, reason=reason))
 
     def _send_in_background(
         exec_: ToolExec, session_id: str, request_args: dict[str, Any]
@@ -200,7 +275,7 @@ def terminal_tools(
         parameters={
             "type": "object",
             "properties": send_properties,
-            "required": ["sessionId", "text"],
+            "required": ["sessionId"],
             "additionalProperties": False,
         },
         execute=send,

@@ -29,10 +29,12 @@ from ..cancel import Cancellation, finish_shielded
 from ..errors import (
     BackendCleanupError,
     DisposeError,
+    DshError,
     InvalidArgument,
     TerminalError,
     owner_not_live,
 )
+from ..secrets import Secret, check_secret_text
 from .types import (
     ALLOWED_SIGNALS,
     MIN_REQUEST_BYTES,
@@ -42,6 +44,7 @@ from .types import (
     MarkedBackend,
     ReadRequest,
     ReadResult,
+    SecretPromptSession,
     SendOperation,
     SendRequest,
     SignalResult,
@@ -419,7 +422,21 @@ class TerminalSessionService:
                 f"timeoutMs must be an integer of at least 1, got {timeout!r}", "INVALID_ARGUMENT"
             )
         _check_max_bytes(request.max_bytes)
+        if request.secret is not None:
+            _check_secret_send(entry.session, session_id, request)
         return entry.session.start_send(request)
+
+    def hidden_prompt(self, owner: Agent, session_id: str) -> str:
+        """The prompt line of the hidden-input prompt ``session_id`` waits at now.
+
+        ``NOT_AT_SECRET_PROMPT`` when it is not provably at one (or its backend cannot
+        tell, :class:`SecretPromptSession`): a secret sent now would be refused.
+        """
+        session = self._authorize(owner, session_id).session
+        prompt = session.hidden_prompt() if isinstance(session, SecretPromptSession) else None
+        if prompt is None:
+            raise _not_at_secret_prompt(session_id, session)
+        return prompt
 
     def read(self, owner: Agent, session_id: str, request: ReadRequest) -> ReadResult:
         """Return a page of the session's retained output (``offset`` lines, ``count`` long)."""
@@ -595,6 +612,38 @@ def _validate_spawn(request: SpawnRequest) -> None:
         )
     if request.cwd is not None and not isinstance(request.cwd, str):
         raise TerminalError("cwd must be a string", "INVALID_ARGUMENT")
+
+
+def _not_at_secret_prompt(session_id: str, session: object) -> TerminalError:
+    if not isinstance(session, SecretPromptSession):
+        return TerminalError(
+            f"session {session_id} cannot prove a hidden-input prompt (its backend session "
+            f"{type(session).__name__} does not provide hidden_prompt()); nothing was sent",
+            "NOT_AT_SECRET_PROMPT",
+        )
+    return TerminalError(
+        f"session {session_id} is not waiting at a hidden-input (password) prompt; "
+        "nothing was sent. Send the command that asks for the secret first, and send the "
+        "secret once the result says inputHidden=true",
+        "NOT_AT_SECRET_PROMPT",
+    )
+
+
+def _check_secret_send(session: object, session_id: str, request: SendRequest) -> None:
+    if not isinstance(request.secret, Secret):
+        raise TerminalError("secret must be a Secret", "INVALID_ARGUMENT")
+    if request.text or not request.submit:
+        raise TerminalError(
+            "a send carries either text or a secret, not both (the secret is followed by "
+            "Enter); nothing was sent",
+            "INVALID_ARGUMENT",
+        )
+    try:
+        check_secret_text(request.secret)
+    except DshError as exc:
+        raise TerminalError(exc.message, exc.code) from None
+    if not isinstance(session, SecretPromptSession) or session.hidden_prompt() is None:
+        raise _not_at_secret_prompt(session_id, session)
 
 
 def _check_encodable(text: str) -> None:

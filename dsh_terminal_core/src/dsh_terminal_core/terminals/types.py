@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 import attrs
 
 from ..cancel import Cancellation
+from ..secrets import Secret
 from ..signals import ALLOWED_SIGNALS
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ __all__ = [
     "MarkedBackend",
     "ReadRequest",
     "ReadResult",
+    "SecretPromptSession",
     "SendOperation",
     "SendRequest",
     "SendResult",
@@ -132,6 +134,8 @@ class SendRequest:
     cancel: Cancellation | None = attrs.field(default=None, eq=False)
     timeout_ms: int | None = None
     max_bytes: int | None = None
+    secret: Secret | None = attrs.field(default=None, eq=False, repr=False)
+    """Typed raw (then Enter) instead of ``text``, only at a hidden-input prompt."""
 
 
 @attrs.frozen(kw_only=True)
@@ -253,6 +257,20 @@ class LineTailSession(Protocol):
         Lines already trimmed are skipped; the returned lines are contiguous and end just
         before the next cursor, so ``next - cursor - len(lines)`` lines were lost.
         """
+        ...
+
+
+@runtime_checkable
+class SecretPromptSession(Protocol):
+    """A backend session that can prove it is at a hidden-input prompt right now.
+
+    The capability behind ``terminal_send {secret}``: a backend that implements it
+    checks again right before it writes a :attr:`SendRequest.secret` and refuses with
+    ``NOT_AT_SECRET_PROMPT`` (writing nothing) when the proof is gone.
+    """
+
+    def hidden_prompt(self) -> str | None:
+        """The prompt line when a program waits, echo off, for a line; None otherwise."""
         ...
 
 

@@ -1,0 +1,66 @@
+"""Shared pieces of the secret tests: a harness with secret sources, a leak scan."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.metadata
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import pytest
+
+from dsh_terminal_core.agents import Agent
+from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.tools import ToolResult
+
+from ..helpers import full_access
+
+
+def digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def entry_point_plugins() -> list[object]:
+    return [ep.load() for ep in importlib.metadata.entry_points(group="dsh.plugins")]
+
+
+@contextlib.asynccontextmanager
+async def secret_harness(
+    secrets: Mapping[str, Any], *, extra: list[object] | None = None, workspace: str | None = None
+) -> AsyncIterator[Harness]:
+    plugins = None if extra is None else [*entry_point_plugins(), *extra]
+    async with Harness(plugins, config=full_access(workspace, secrets=secrets)) as h:
+        yield h
+
+
+class Transcript:
+    """Every result and scrollback page of a test, and what the loggers said, to scan."""
+
+    def __init__(self, h: Harness, agent: Agent, caplog: pytest.LogCaptureFixture) -> None:
+        self.h = h
+        self.agent = agent
+        self.caplog = caplog
+        self.seen: list[str] = []
+        caplog.set_level(logging.DEBUG)
+
+    async def call(self, name: str, args: Mapping[str, Any], **kw: Any) -> ToolResult:
+        result = await self.h.call_tool(self.agent, name, args, **kw)
+        self.seen.append(result.text)
+        self.seen.append(json.dumps(result.value))
+        return result
+
+    async def scrollback(self, session_id: str) -> str:
+        page = await self.call("terminal_read", {"sessionId": session_id, "count": 10000})
+        return page.text
+
+    async def assert_never_shows(self, session_id: str, *secrets: str) -> None:
+        """No byte sequence of any secret in any result, scrollback read or log record."""
+        await self.scrollback(session_id)
+        texts = [*self.seen, self.caplog.text, *(repr(r.__dict__) for r in self.caplog.records)]
+        for secret in secrets:
+            for text in texts:
+                assert secret not in text
+                assert secret.encode() not in text.encode("utf-8", "surrogateescape")
