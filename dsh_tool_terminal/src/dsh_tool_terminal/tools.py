@@ -202,7 +202,11 @@ def terminal_tools(
             exec_.agent,
             session_id,
             SendRequest(
-                text="", cancel=exec_.cancel, timeout_ms=args.get("timeoutMs"), secret=secret
+                text="",
+                cancel=exec_.cancel,
+                timeout_ms=args.get("timeoutMs"),
+                max_bytes=output_bytes,
+                secret=secret,
             ),
         )
         try:
