@@ -61,8 +61,12 @@ def test_version_names_every_installed_distribution() -> None:
     core = importlib.metadata.version("dsh-terminal-core")
     lines = result.stdout.splitlines()
     assert lines[0] == f"dsh-terminal {core}"
-    distributions = ("dsh-terminal-core", "dsh-terminal-bash", "dsh-tool-terminal", "dsh-pty-session")
-    for distribution in distributions:
+    for distribution in (
+        "dsh-terminal-core",
+        "dsh-terminal-bash",
+        "dsh-tool-terminal",
+        "dsh-pty-session",
+    ):
         version = importlib.metadata.version(distribution)
         assert f"  {distribution} {version}" in lines
 
