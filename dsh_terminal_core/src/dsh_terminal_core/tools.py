@@ -16,6 +16,7 @@ import jsonschema
 
 from .cancel import Cancellation
 from .errors import DshError, InvalidArgument, ToolNotFound
+from .schemacheck import Check, compile_check
 
 if TYPE_CHECKING:
     from .agents import Agent
@@ -141,6 +142,9 @@ class ToolRegistry:
         self._stamp = stamp
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        # Compiled once per schema: accepts the usual valid call without walking the
+        # schema; anything it does not accept gets the full validator's verdict.
+        self._checks: dict[str, Check | None] = {}
 
     def register(self, tool: Tool) -> Callable[[], None]:
         """Add ``tool``; returns a function that removes it. Names are unique."""
@@ -157,11 +161,13 @@ class ToolRegistry:
         validator_cls.check_schema(tool.parameters)
         self._tools[tool.name] = tool
         self._validators[tool.name] = validator_cls(tool.parameters)
+        self._checks[tool.name] = compile_check(tool.parameters)
 
         def unregister() -> None:
             if self._tools.get(tool.name) is tool:
                 del self._tools[tool.name]
                 del self._validators[tool.name]
+                del self._checks[tool.name]
 
         return unregister
 
@@ -171,6 +177,7 @@ class ToolRegistry:
         for name in names:
             del self._tools[name]
             del self._validators[name]
+            del self._checks[name]
         return names
 
     def get(self, name: str) -> Tool:
@@ -190,6 +197,9 @@ class ToolRegistry:
         self.get(name)
         if not isinstance(args, dict):
             raise InvalidArgument(f"arguments must be a JSON object, got {_json_type(args)}")
+        check = self._checks[name]
+        if check is not None and check(args):
+            return args
         errors = sorted(
             self._validators[name].iter_errors(args), key=lambda e: (len(e.path), e.path)
         )

@@ -1,0 +1,89 @@
+"""The compiled argument check never accepts what the full JSON Schema validator rejects."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import jsonschema
+import pytest
+
+from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.schemacheck import compile_check
+from tests.helpers import full_access
+
+_SAMPLES: list[object] = [
+    None, True, False, 0, 1, -1, 2, 64, 65, 600000, 600001, 1.0, 1.5, -0.5, 1e300,
+    float("nan"), "", "x", "SIGINT", "SIGKILL", "shell", "a" * 65, "a" * 4097, "é" * 64,
+    [], ["x"], [1], {}, {"a": 1},
+]  # fmt: skip
+
+
+def _instances(schema: dict[str, Any], rng: random.Random, count: int) -> list[dict[str, Any]]:
+    """Argument objects near the schema: valid ones, and ones one mutation away."""
+    properties: dict[str, Any] = schema.get("properties", {})
+    names = [*properties, "unknown"]
+    out: list[dict[str, Any]] = []
+    for _ in range(count):
+        args: dict[str, Any] = {}
+        for name in names:
+            if rng.random() < 0.6:
+                args[name] = rng.choice(_SAMPLES)
+        out.append(args)
+    return out
+
+
+async def test_every_registered_tool_schema_compiles_and_never_accepts_more() -> None:
+    rng = random.Random(1919)
+    async with Harness(config=full_access()) as h:
+        schemas = h.tool_schemas()
+    assert len(schemas) >= 10
+    accepted = 0
+    for tool in schemas:
+        parameters = tool["parameters"]
+        check = compile_check(parameters)
+        assert check is not None, f"{tool['name']}: schema outside the compiled subset"
+        validator = jsonschema.Draft202012Validator(parameters)
+        for args in _instances(parameters, rng, 400):
+            if check(args):
+                accepted += 1
+                assert validator.is_valid(args), (tool["name"], args)
+    assert accepted > 100  # the fast path is really taken for valid calls
+
+
+@pytest.mark.parametrize(
+    ("schema", "value"),
+    [
+        ({"type": "integer"}, True),
+        ({"type": "number"}, False),
+        ({"type": "integer", "minimum": 1}, 0),
+        ({"type": "string", "maxLength": 2}, "abc"),
+        ({"type": "string", "enum": ["a"]}, "b"),
+        ({"type": "object", "required": ["a"]}, {}),
+        ({"type": "object", "properties": {}, "additionalProperties": False}, {"a": 1}),
+        ({"type": "array", "items": {"type": "string"}}, ["a", 1]),
+        ({"type": ["string", "null"]}, 1),
+        ({"type": "object", "additionalProperties": {"type": "string"}}, {"a": 1}),
+    ],
+)
+def test_rejects_what_the_schema_rejects(schema: dict[str, Any], value: object) -> None:
+    check = compile_check(schema)
+    assert check is not None
+    assert not check(value)
+    assert not jsonschema.Draft202012Validator(schema).is_valid(value)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "pattern": "^a"},
+        {"oneOf": [{"type": "string"}]},
+        {"type": "integer", "enum": [1, 2]},
+        {"type": "object", "additionalProperties": {"type": "string", "format": "email"}},
+        {"type": "object", "properties": {"a": {"$ref": "#/x"}}},
+    ],
+)
+def test_keywords_outside_the_subset_leave_it_to_the_full_validator(
+    schema: dict[str, Any],
+) -> None:
+    assert compile_check(schema) is None
