@@ -45,6 +45,7 @@ from .mcp_server import (
     _Stop,
     build_config,
     sandbox_warning,
+    secret_pages,
 )
 from .mcp_tokens import ENV_TOKENS, TokenTable, bearer_token, load_tokens
 
@@ -248,7 +249,8 @@ async def _serve(
     async with Harness(config=config) as harness:
         identities = Identities(harness.create_agent, options.idle_ttl_s)
         _announce(harness, options)
-        server = _build_server(harness, _agent_of)
+        pages = secret_pages(harness)
+        server = _build_server(harness, _agent_of, pages)
         # A call's answer is one JSON body rather than a one-event SSE stream: the tools
         # send nothing mid-call, and the plain body costs about half the CPU per call.
         manager = StreamableHTTPSessionManager(
@@ -270,6 +272,7 @@ async def _serve(
                     if serving.done() and not stop.event.is_set():
                         stop.request("the HTTP server stopped")
                     log.info("%s; closing every session", stop.reason)
+                    await pages.aclose()
                     failed = not await _close(identities)
                 # Leaving the manager ended every MCP session, so held streams close too.
                 await asyncio.wait({serving}, timeout=_GRACEFUL_S + 2)

@@ -47,9 +47,11 @@ from typing import TYPE_CHECKING, Any
 from .agents import Agent
 from .errors import DisposeError, DshError
 from .harness import Harness
+from .mcp_secrets import PAGE_VALID_S, SecretPages, ask_by_url
 from .mcp_stdio import StdioWire
 from .provider import hostexit
 from .sandbox.bwrap import SandboxHealth
+from .secrets import Secret, SecretAsk
 
 if TYPE_CHECKING:
     import mcp_types
@@ -228,7 +230,8 @@ async def _serve(config: Mapping[str, Mapping[str, Any]]) -> int:
     async with Harness(config=config) as harness:
         agent = harness.create_agent(AGENT_ID)
         _announce(harness, agent)
-        server = _build_server(harness, lambda _ctx: agent)
+        pages = secret_pages(harness)
+        server = _build_server(harness, lambda _ctx: agent, pages)
         status = 0
         failed = False
         with stop.installed(asyncio.get_running_loop()):
@@ -242,7 +245,7 @@ async def _serve(config: Mapping[str, Mapping[str, Any]]) -> int:
             log.info("%s; closing every session", stop.reason or "the client disconnected")
             # The agent first, so its sessions close before the services they run on; the
             # harness still closes when that fails, and both failures are reported.
-            for close in (agent.dispose, harness.aclose):
+            for close in (pages.aclose, agent.dispose, harness.aclose):
                 try:
                     await close()
                 except Exception as exc:  # reported, and the exit status says so
@@ -279,11 +282,21 @@ AgentOf = Callable[["ServerRequestContext[Any]"], Agent]
 """Which agent a request acts as: the connection's own on stdio, the caller's identity on HTTP."""
 
 
-def _build_server(harness: Harness, agent_of: AgentOf) -> Server[Any]:
+def secret_pages(harness: Harness) -> SecretPages:
+    """The one-time secret pages of a server, valid as long as the secrets plugin says."""
+    valid_s = PAGE_VALID_S
+    if harness.ctx.has("secrets"):
+        valid_s = harness.ctx.secrets.page_valid_ms / 1000
+    return SecretPages(valid_s)
+
+
+def _build_server(harness: Harness, agent_of: AgentOf, pages: SecretPages) -> Server[Any]:
     """Build the low-level SDK server whose two handlers forward to ``harness``.
 
     Every call runs as ``agent_of(ctx)``, resolved per request, so one server can carry
-    one agent (stdio) or many identities (HTTP) with the same handlers.
+    one agent (stdio) or many identities (HTTP) with the same handlers. A tool that asks
+    the person for a secret does so through ``pages`` and the request's client
+    (URL-mode elicitation, :mod:`.mcp_secrets`).
     """
     import mcp_types as types
     from mcp.server.lowlevel import Server
@@ -309,7 +322,13 @@ def _build_server(harness: Harness, agent_of: AgentOf) -> Server[Any]:
         # Cancellation by the client arrives as task cancellation, which the tools
         # already honour (a send in flight is interrupted and its reservation released).
         agent = agent_of(ctx)
-        result = await harness.call_tool(agent, params.name, dict(params.arguments or {}))
+
+        async def ask_secret(ask: SecretAsk) -> Secret:
+            return await ask_by_url(ctx, pages, ask)
+
+        result = await harness.call_tool(
+            agent, params.name, dict(params.arguments or {}), ask_secret=ask_secret
+        )
         return to_call_result(result.text, result.value, result.is_error, _notices(agent))
 
     return Server(

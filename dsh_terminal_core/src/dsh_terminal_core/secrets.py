@@ -22,6 +22,7 @@ import attrs
 import pluggy
 
 from .agents import Agent
+from .config import positive_int
 from .errors import DshError
 
 __all__ = [
@@ -101,6 +102,7 @@ def read_secret_file(path: str) -> dict[str, str]:
     permission bits), and hold one JSON object of string values. Errors name the file
     and never quote its content.
     """
+    path = os.path.expanduser(path)
     try:
         info = os.stat(path)
     except OSError as exc:
@@ -149,10 +151,13 @@ class SecretsConfig:
     ``env`` maps a secret name to the environment variable holding it (read at each
     use, so a rotated value is picked up); ``file`` is a JSON object of name → value
     that only its owner may read, checked at startup and read again at each use.
+    ``page_valid_ms`` is how long the one-time page asking a person at an MCP client
+    for a secret accepts its submission (five minutes).
     """
 
     env: Mapping[str, str] = attrs.field(factory=dict, validator=_env_mapping)
     file: str | None = attrs.field(default=None, validator=_secret_file)
+    page_valid_ms: int = attrs.field(default=300_000, validator=positive_int)
 
 
 class SecretsService:
@@ -161,6 +166,10 @@ class SecretsService:
     def __init__(self, config: SecretsConfig, plugin_manager: pluggy.PluginManager) -> None:
         self._config = config
         self._pm = plugin_manager
+
+    @property
+    def page_valid_ms(self) -> int:
+        return self._config.page_valid_ms
 
     async def lookup(self, name: str, owner: Agent) -> Secret | None:
         """The secret called ``name`` for ``owner``, or None when no source has it.
