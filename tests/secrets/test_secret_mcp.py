@@ -26,6 +26,7 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from .chromium import CHROMIUM, Chromium
 from .support import digest
 
 SECRET = "päss wörd:42 <&>"
@@ -92,11 +93,11 @@ async def mcp_client(
 
 async def at_password_prompt(client: Client) -> str:
     opened = await client.call("terminal_open", {"type": "shell"})
-    sid = str(opened.structured_content["sessionId"])  # type: ignore[index]
+    sid = str(opened.structured_content["sessionId"])
     sent = await client.call(
         "terminal_send", {"sessionId": sid, "text": "read -r -s -p 'Vault password: ' pw"}
     )
-    assert sent.structured_content["inputHidden"] is True, text_of(sent)  # type: ignore[index]
+    assert sent.structured_content["inputHidden"] is True, text_of(sent)
     return sid
 
 
@@ -161,7 +162,7 @@ async def test_accept_after_submitting_then_decline_and_cancel(tmp_path: Path) -
                 "terminal_send", {"sessionId": sid, "secret": {"ask": "unlock the vault"}}
             )
             assert not typed.is_error, text_of(typed)
-            assert typed.structured_content["waitReason"] == "stdin_read"  # type: ignore[index]
+            assert typed.structured_content["waitReason"] == "stdin_read"
             shown = await client.call(
                 "terminal_send", {"sessionId": sid, "text": 'printf %s "$pw" | sha256sum'}
             )
@@ -196,7 +197,7 @@ async def test_an_expired_page_is_refused(tmp_path: Path) -> None:
             session = await client.call(
                 "terminal_send", {"sessionId": sid, "text": "", "submit": False, "timeoutMs": 500}
             )
-            assert session.structured_content["inputHidden"] is True  # type: ignore[index]
+            assert session.structured_content["inputHidden"] is True
     for text in client.seen:
         assert SECRET not in text
 
@@ -208,3 +209,38 @@ async def test_a_client_without_url_elicitation_gets_no_secret(tmp_path: Path) -
             result = await client.call("terminal_send", {"sessionId": sid, "secret": {"ask": "x"}})
             assert result.is_error and text_of(result).startswith("error [NO_SECRET]")
             assert "URL-mode elicitation" in text_of(result)
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs chromium")
+async def test_headless_chromium_fills_in_the_page(tmp_path: Path) -> None:
+    shown: list[tuple[str, str]] = []
+
+    async def person(params: types.ElicitRequestURLParams) -> types.ElicitResult:
+        def browse() -> tuple[str, str]:
+            browser = Chromium()
+            try:
+                return browser.fill_secret_page(params.url, SECRET)
+            finally:
+                browser.close()
+
+        shown.append(await anyio.to_thread.run_sync(browse))
+        return types.ElicitResult(action="accept")
+
+    with anyio.fail_after(TEST_BOUND_S):
+        async with mcp_client(tmp_path, person) as client:
+            sid = await at_password_prompt(client)
+            typed = await client.call(
+                "terminal_send", {"sessionId": sid, "secret": {"ask": "unlock the vault"}}
+            )
+            assert not typed.is_error, text_of(typed)
+            check = await client.call(
+                "terminal_send", {"sessionId": sid, "text": 'printf %s "$pw" | sha256sum'}
+            )
+            assert digest(SECRET) in text_of(check)
+    (before, after), = shown
+    assert f"Secret for terminal session {sid}" in before
+    assert "Vault password:" in before and "unlock the vault" in before
+    assert f"goes to terminal session {sid}" in after
+    (tmp_path / "page.txt").write_text(before)
+    for text in client.seen:
+        assert SECRET not in text
