@@ -120,3 +120,19 @@ async def test_unread_input_and_wake_counter_are_reported_by_the_provider(
         assert after is not None and after > before
         check = await send(h, agent, sid, "echo $?")
         assert check.viewport == "0\n"
+
+
+async def test_send_after_sigint_to_the_idle_shell_runs_whole() -> None:
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        for i in range(ROUNDS):
+            await send(h, agent, sid, f"true {i}")
+            # Bash takes a SIGINT that finds it at a prompt printed for an earlier SIGINT
+            # only with its next input, and would then drop that input's first byte.
+            for _ in range(1 + i % 2):
+                await h.ctx.terminals.signal(agent, sid, "SIGINT")
+            after = await send(h, agent, sid, f"echo whole-{i}")
+            assert (after.wait_reason, after.exit_code) == (WaitReason.STDIN_READ, 0), (i, after)
+            assert _last_line(after.viewport) == f"whole-{i}", (i, after.viewport)
+            assert "not found" not in after.viewport, (i, after.viewport)

@@ -30,7 +30,9 @@ async def test_timeout_ms_bounds_one_send_only() -> None:
         assert 0.14 <= loop.time() - started < 2.0
         await h.ctx.terminals.signal(agent, sid, "SIGINT")
         after = await send(h, agent, sid, "echo budget-over")
-        assert (after.wait_reason, after.exit_code, after.viewport) == (STDIN, 0, "budget-over\n")
+        assert (after.wait_reason, after.exit_code) == (STDIN, 0)
+        # The interrupted command's prompt may arrive after this send's write began.
+        assert after.viewport.endswith("budget-over\n"), after.viewport
 
 
 @pytest.mark.parametrize("value", [0, -1, 600_001, True, 1.5, "100"])

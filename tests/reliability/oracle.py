@@ -83,6 +83,8 @@ class _Stream:
     pending: tuple[str, int] | None = None
     # Tokens that may still show up late (interrupted or finished commands).
     stray: set[str] = attrs.field(factory=set)
+    # Also SIGINT the shell itself while it idles at its prompt.
+    idle_sigint: bool = False
 
     def token(self) -> str:
         self.serial += 1
@@ -256,9 +258,9 @@ async def _step(s: _Stream) -> None:
         else:
             await _type_ahead(s)
         return
-    # SIGINT is sent only to a running command here: bash's line editor, signalled
-    # while idle at its prompt but between two reads, eats the next input byte (a known
-    # limitation, see the README).
+    if s.idle_sigint and roll >= 0.94:
+        await _sigint(s)  # the shell itself, idle at its prompt (see the README's gap)
+        return
     if roll < 0.58:
         await _plain(s)
     elif roll < 0.73:
@@ -271,7 +273,9 @@ async def _step(s: _Stream) -> None:
         await _wait(s)
 
 
-async def _run_stream(index: int, seed: int, operations: int, report: OracleReport) -> None:
+async def _run_stream(
+    index: int, seed: int, operations: int, report: OracleReport, idle_sigint: bool
+) -> None:
     config = {"sandbox-policy": {"mode": "danger-full-access"}}
     async with Harness(config=config) as h:
         agent = h.create_agent(f"oracle-{index}")
@@ -283,6 +287,7 @@ async def _run_stream(index: int, seed: int, operations: int, report: OracleRepo
             agent=agent,
             session_id=spawned.session_id,
             report=report,
+            idle_sigint=idle_sigint,
         )
         start = report.operations
         while report.operations - start < operations and len(report.failures) < 50:
@@ -293,12 +298,19 @@ async def _run_stream(index: int, seed: int, operations: int, report: OracleRepo
         await agent.dispose()
 
 
-async def run_oracle(*, operations: int, seed: int, streams: int = 4) -> OracleReport:
-    """Run ``operations`` settlements over ``streams`` concurrent shells; return the report."""
+async def run_oracle(
+    *, operations: int, seed: int, streams: int = 4, idle_sigint: bool = False
+) -> OracleReport:
+    """Run ``operations`` settlements over ``streams`` concurrent shells; return the report.
+
+    ``idle_sigint`` adds SIGINTs to the shell itself while it idles at its prompt.
+    """
     started = time.monotonic()
     parts = [OracleReport(seed=seed) for _ in range(streams)]
     share = [operations // streams + (1 if i < operations % streams else 0) for i in range(streams)]
-    await asyncio.gather(*(_run_stream(i, seed, share[i], parts[i]) for i in range(streams)))
+    await asyncio.gather(
+        *(_run_stream(i, seed, share[i], parts[i], idle_sigint) for i in range(streams))
+    )
     total = OracleReport(seed=seed, elapsed_s=time.monotonic() - started)
     for part in parts:
         total.operations += part.operations
@@ -314,8 +326,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ops", type=int, default=5000, help="settlements to check")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--streams", type=int, default=4, help="concurrent shells")
+    parser.add_argument(
+        "--idle-sigint", action="store_true", help="also SIGINT the shell idle at its prompt"
+    )
     args = parser.parse_args(argv)
-    report = asyncio.run(run_oracle(operations=args.ops, seed=args.seed, streams=args.streams))
+    report = asyncio.run(
+        run_oracle(
+            operations=args.ops, seed=args.seed, streams=args.streams, idle_sigint=args.idle_sigint
+        )
+    )
     print(json.dumps(report.as_dict(), indent=2))
     return 1 if report.wrong or report.unexpected else 0
 

@@ -58,6 +58,10 @@ class BashSession:
         self._close_task: asyncio.Task[None] | None = None
         self._enforcers: set[asyncio.Task[None]] = set()
         self._markers = 0  # prompt markers seen so far
+        # A SIGINT went to a protocol shell itself since the last send typed anything
+        # (a prompt after it does not prove it was taken: it may answer an earlier one).
+        self._interrupt_unanswered = False
+        self._marker_event = asyncio.Event()
         self._shell_exe: tuple[int, int] | None = None
         self._motd = ""
         self._startup_text: list[str] = []
@@ -121,8 +125,6 @@ class BashSession:
             return None
         if self._process.wake_count(pid) != wakes:
             return None
-        if self._process.quietly_asleep(pid) is False:
-            return None  # a signal woke it: it is about to leave this read
         return pid, wakes
 
     def _prompt_shell(self, foreground: int) -> int | None:
@@ -226,7 +228,9 @@ class BashSession:
     def _consume(self, chunk: Chunk) -> None:
         text = chunk.text
         markers = chunk.markers
-        self._markers += len(markers)
+        if markers:
+            self._markers += len(markers)
+            self._marker_event.set()
         if text:
             self._scrollback.append(text)
             if self._op is not None:
@@ -370,6 +374,8 @@ class BashSession:
     async def _write(self, op: BashSendOperation, request: SendRequest) -> None:
         secret = request.secret
         payload = request.text + ("\r" if request.submit else "")
+        if self._interrupt_unanswered and payload and secret is None and not op.input_cancelled:
+            await self._answer_held_interrupt()
         # The write fence: output the terminal already holds (a prompt printed late after
         # an interrupt, a timeout or a cancel) was produced before this input and goes to
         # the scrollback only, never to this send's viewport or its readiness.
@@ -406,6 +412,24 @@ class BashSession:
             op.done.set_exception(_not_at_secret_prompt(self.session_id))
         if self._op is op:
             self._op = None
+
+    async def _answer_held_interrupt(self) -> None:
+        """Let a shell act on a SIGINT it holds before it reads this send's input.
+
+        Measured with bash 5 here: a SIGINT that reaches bash idle at a prompt that a
+        previous SIGINT printed is taken only when the next input arrives, and bash then
+        runs that input without its first byte (``cho: command not found``). An empty
+        line is the one input that is safe to lose: after any SIGINT to the shell it goes
+        first, and the real input follows once a prompt has answered it (or after a
+        bound, if none comes).
+        """
+        self._interrupt_unanswered = False
+        self._marker_event.clear()
+        with contextlib.suppress(Exception):
+            await self._process.write("\r")
+            await asyncio.wait_for(
+                self._marker_event.wait(), timeout=4 * self._config.poll_interval_ms / 1000
+            )
 
     def _write_finished(self, op: BashSendOperation) -> None:
         """Written, dropped or failed: no more input is coming, so readiness may judge.
@@ -538,6 +562,8 @@ class BashSession:
             return
         with contextlib.suppress(TerminalError):
             state.groups.add(self._process.signal_foreground("SIGINT", foreground))
+            if self._prompt_shell(foreground) is not None:
+                self._interrupt_unanswered = True
 
     # -- read, signal, close ----------------------------------------------------------
 
@@ -562,6 +588,8 @@ class BashSession:
         if sig == "SIGINT" and self._exact:
             await self._until_shell_reads()
         pgid = self._process.signal_foreground(sig)
+        if sig == "SIGINT" and self._prompt_shell(pgid) is not None:
+            self._interrupt_unanswered = True
         return SignalResult(delivered=True, target_pgid=pgid)
 
     async def _until_shell_reads(self) -> None:
@@ -580,7 +608,10 @@ class BashSession:
             foreground = self._process.foreground_pgid()
             if foreground is None or self._prompt_shell(foreground) is None:
                 return
-            if self.prompt_reader() is not None or loop.time() >= deadline:
+            reading = self.prompt_reader() is not None
+            if reading and self._process.quietly_asleep(foreground) is not False:
+                return
+            if loop.time() >= deadline:
                 return
             await asyncio.sleep(delay)
             delay = min(delay * 2, 0.016)
