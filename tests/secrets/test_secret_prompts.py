@@ -226,3 +226,26 @@ async def test_a_secret_source_hook_answers(caplog: pytest.LogCaptureFixture) ->
         assert missing.text.startswith("error [NO_SECRET]")
         assert vault.asked == [("vaulted", "a"), ("other", "a")]
         await t.assert_never_shows(sid, TOKEN)
+
+
+async def test_fifty_prompts_in_a_row_each_get_the_secret_once(
+    env_secrets: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    rounds = 50
+    async with secret_harness({"env": env_secrets}) as h:
+        t = Transcript(h, h.create_agent("a"), caplog)
+        sid = await open_shell(t)
+        loop = (
+            f"for i in $(seq {rounds}); do read -r -s -p \"p$i: \" pw; echo; "
+            "printf '%s' \"$pw\" | sha256sum; done; echo finished"
+        )
+        await until_hidden(t, sid, loop)
+        for index in range(1, rounds + 1):
+            typed = await t.call("terminal_send", {"sessionId": sid, "secret": {"name": "token"}})
+            assert not typed.is_error, (index, typed.text)
+            assert typed.text.count(digest(TOKEN)) == 1, (index, typed.text)
+            if index < rounds:
+                assert typed.value["inputHidden"] is True, (index, typed.value)
+                assert f"p{index + 1}: " in typed.text
+        assert "finished" in typed.text and typed.value["exitCode"] == 0
+        await t.assert_never_shows(sid, TOKEN)

@@ -7,6 +7,7 @@ from dependency_injector import containers, providers
 from dsh_pty_session import PtySessionService
 from dsh_terminal_core import optional_dependency
 from dsh_terminal_core.sandbox.policy import SandboxPolicyService
+from dsh_terminal_core.secrets import SecretsService
 
 from .config import SshConfig
 from .service import SshService
@@ -26,4 +27,5 @@ class SshContainer(containers.DeclarativeContainer):
     pty = providers.Dependency(instance_of=PtySessionService)
     sandbox_policy = optional_dependency(SandboxPolicyService)
     service = providers.Singleton(SshService, pty.provider, config, sandbox_policy.provider)
-    tools = providers.Singleton(ssh_tools, service.provider)
+    secrets = optional_dependency(SecretsService)
+    tools = providers.Singleton(ssh_tools, service.provider, secrets.provider)

@@ -46,7 +46,9 @@ class Destination:
             raise ValueError(f"identityFile {self.identity_file!r} is not a file path")
 
 
-def _common(config: SshConfig, destination: Destination, control_path: str) -> list[str]:
+def _common(
+    config: SshConfig, destination: Destination, control_path: str, password_prompts: int = 0
+) -> list[str]:
     strict = "yes" if config.host_key_policy == "strict" else "accept-new"
     argv = [
         config.ssh_path,
@@ -58,11 +60,11 @@ def _common(config: SshConfig, destination: Destination, control_path: str) -> l
         "-o", f"ConnectTimeout={config.connect_timeout_s}",
         "-o", f"ServerAliveInterval={config.server_alive_interval_s}",
         "-o", f"ServerAliveCountMax={config.server_alive_count_max}",
-        # Not batch mode (a secret source may answer prompts one day), but nothing is ever
-        # typed by guesswork: with no prompts allowed the client asks for no password,
-        # keyboard-interactive answer or key passphrase, and reports the refusal at once.
+        # Not batch mode (a secret source may answer prompts), but nothing is ever typed by
+        # guesswork: unless a password secret was named, the client asks for no password
+        # or keyboard-interactive answer and reports the refusal at once.
         "-o", "BatchMode=no",
-        "-o", "NumberOfPasswordPrompts=0",
+        "-o", f"NumberOfPasswordPrompts={password_prompts}",
         "-o", "ForwardAgent=no",
         "-o", "ForwardX11=no",
         "-o", "ClearAllForwardings=yes",
@@ -77,7 +79,11 @@ def _common(config: SshConfig, destination: Destination, control_path: str) -> l
 
 
 def master_argv(
-    config: SshConfig, destination: Destination, control_path: str, ready_line: str
+    config: SshConfig,
+    destination: Destination,
+    control_path: str,
+    ready_line: str,
+    password_prompts: int = 0,
 ) -> list[str]:
     """The master: authenticate, print ``ready_line`` (locally), then hold the connection.
 
@@ -86,7 +92,7 @@ def master_argv(
     ``-N``: the master never reads the terminal and runs nothing remotely.
     """
     return [
-        *_common(config, destination, control_path),
+        *_common(config, destination, control_path, password_prompts),
         "-M", "-N", "-n",
         "-o", "ControlMaster=yes",
         "-o", "ControlPersist=no",

@@ -34,6 +34,7 @@ from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import DisposeError, ErrorCode, TerminalError
 from dsh_terminal_core.sandbox.policy import NetworkAccess, SandboxPolicyService
 
+from .askpass import Askpass, LoginSecrets
 from .config import SshConfig
 from .diagnose import SECRET_PROMPT, classify
 from .errors import SshError
@@ -131,6 +132,7 @@ class SshService:
         destination: Destination,
         name: str | None = None,
         cancel: Cancellation | None = None,
+        login: LoginSecrets | None = None,
     ) -> SshSession:
         """Log in (or reuse the owner's master) and start a remote shell with the protocol.
 
@@ -143,7 +145,7 @@ class SshService:
         locks = self._master_locks.setdefault(owner, {})
         lock = locks.setdefault(destination, asyncio.Lock())
         async with lock:
-            master = await self._master(pty, owner, destination, cancel)
+            master = await self._master(pty, owner, destination, cancel, login)
             master.users += 1
         try:
             session = await self._start_session(pty, owner, destination, master, name, cancel)
@@ -184,6 +186,7 @@ class SshService:
         owner: Agent,
         destination: Destination,
         cancel: Cancellation | None,
+        login: LoginSecrets | None,
     ) -> _Master:
         masters = self._masters.setdefault(owner, {})
         master = masters.get(destination)
@@ -193,7 +196,15 @@ class SshService:
             del masters[destination]
             with contextlib.suppress(TerminalError):
                 await pty.close(owner, master.pty_id)
-        master = await self._start_master(pty, owner, destination, cancel)
+        askpass = None
+        if login:
+            askpass = Askpass(self._control_dir(owner), login)
+            await askpass.start()
+        try:
+            master = await self._start_master(pty, owner, destination, cancel, login, askpass)
+        finally:
+            if askpass is not None:
+                await askpass.aclose()
         masters[destination] = master
         return master
 
@@ -203,6 +214,8 @@ class SshService:
         owner: Agent,
         destination: Destination,
         cancel: Cancellation | None,
+        login: LoginSecrets | None = None,
+        askpass: Askpass | None = None,
     ) -> _Master:
         """Start ``ssh -M -N`` as a background job of a fresh shell and wait for login.
 
@@ -218,7 +231,13 @@ class SshService:
         start_typed, start = _split_token()
         exit_typed, exit_line = _split_token()
         ready = "ready-" + secrets.token_hex(16)
-        argv = master_argv(self._config, destination, control_path, ready)
+        # One prompt of each kind may reach the helper (the client counts key passphrase
+        # and password prompts alike); with no secret named, none is ever shown.
+        prompts = 1 if askpass is not None else 0
+        argv = master_argv(self._config, destination, control_path, ready, prompts)
+        if askpass is not None:
+            # Every prompt goes to the helper, never to the terminal.
+            argv = ["env", *(f"{k}={v}" for k, v in askpass.env().items()), *argv]
         known_hosts_dir = os.path.dirname(self._config.known_hosts)
         command = (
             f"set +m; (umask 077; mkdir -p {shlex.quote(directory)} "

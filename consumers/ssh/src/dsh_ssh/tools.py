@@ -7,9 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
-from dsh_terminal_core.errors import InvalidArgument
+from dsh_terminal_core.errors import ErrorCode, InvalidArgument, TerminalError
+from dsh_terminal_core.secrets import Secret, SecretsService
 from dsh_terminal_core.tools import Tool, ToolExec
 
+from .askpass import LoginSecrets
 from .options import Destination
 from .service import SshService
 
@@ -58,10 +60,35 @@ def _finalize(text: str) -> str:
     return cap_text(text, MAX_RESULT_BYTES)
 
 
-def ssh_tools(service: Callable[[], SshService]) -> list[Tool]:
+def ssh_tools(
+    service: Callable[[], SshService],
+    secrets: Callable[[], SecretsService | None] = lambda: None,
+) -> list[Tool]:
     """Build the tools over the service (resolved per call, so overrides take effect)."""
 
+    async def secret(name: str | None, what: str, exec_: ToolExec) -> Secret | None:
+        if name is None:
+            return None
+        source = secrets()
+        found = await source.lookup(name, exec_.agent) if source is not None else None
+        if found is None:
+            raise TerminalError(
+                f"no secret named {name!r} for the {what}: "
+                + (
+                    "no secret source has it"
+                    if source is not None
+                    else "no secrets service is loaded (enable the 'secrets' plugin)"
+                ),
+                ErrorCode.NO_SECRET,
+            )
+        return found
+
     async def open_(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        # Named secrets are resolved before anything else: an unknown name is NO_SECRET.
+        login = LoginSecrets(
+            password=await secret(args.get("passwordSecret"), "login password", exec_),
+            passphrase=await secret(args.get("passphraseSecret"), "key passphrase", exec_),
+        )
         try:
             destination = Destination(
                 host=args["host"],
@@ -71,7 +98,9 @@ def ssh_tools(service: Callable[[], SshService]) -> list[Tool]:
             )
         except ValueError as exc:
             raise InvalidArgument(str(exc)) from exc
-        session = await service().open(exec_.agent, destination, args.get("name"), exec_.cancel)
+        session = await service().open(
+            exec_.agent, destination, args.get("name"), exec_.cancel, login or None
+        )
         value: dict[str, Any] = {
             "sessionId": session.session_id,
             "host": destination.host,
@@ -127,8 +156,9 @@ def ssh_tools(service: Callable[[], SshService]) -> list[Tool]:
             description=(
                 "Log in to a host over ssh (OpenSSH client, key authentication) and keep a "
                 "remote shell open for ssh_run. A second open to the same host reuses the "
-                "connection. Fails fast with SSH_CONNECT, SSH_HOST_KEY or SSH_AUTH; no "
-                "password is ever typed."
+                "connection. Fails fast with SSH_CONNECT, SSH_HOST_KEY or SSH_AUTH. A "
+                "password or key passphrase is answered only from a named secret "
+                "(passwordSecret, passphraseSecret) you never see; nothing is guessed."
             ),
             parameters={
                 "type": "object",
@@ -138,6 +168,18 @@ def ssh_tools(service: Callable[[], SshService]) -> list[Tool]:
                     "user": {"type": "string", "minLength": 1, "maxLength": 64},
                     "identityFile": {"type": "string", "minLength": 1, "maxLength": 4096},
                     "name": {"type": "string", "minLength": 1, "maxLength": 64},
+                    "passwordSecret": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 256,
+                        "description": "Name of the secret holding the login password.",
+                    },
+                    "passphraseSecret": {
+                        "type": "string",
+                        "minLength": 1,
+                        "maxLength": 256,
+                        "description": "Name of the secret holding identityFile's passphrase.",
+                    },
                 },
                 "required": ["host"],
                 "additionalProperties": False,
