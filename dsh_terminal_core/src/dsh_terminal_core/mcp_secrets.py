@@ -307,8 +307,11 @@ async def ask_by_url(ctx: ServerRequestContext[Any], pages: SecretPages, ask: Se
         f"({ask.prompt.strip() or 'no prompt text'}). Reason: {ask.reason}. Open the page "
         "to type the secret; it goes straight to the terminal, not to the assistant."
     )
+    # Tied to the tool call where its channel can carry a request (stdio, SSE responses);
+    # otherwise (HTTP with plain JSON responses) on the connection's own stream.
+    related = ctx.request_id if ctx.session.can_send_request else None
     elicit = asyncio.ensure_future(
-        ctx.session.elicit_url(message, page.url, page.token, related_request_id=ctx.request_id)
+        ctx.session.elicit_url(message, page.url, page.token, related_request_id=related)
     )
     try:
         waiters: set[asyncio.Future[Any]] = {page.submitted, elicit}
