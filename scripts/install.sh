@@ -141,6 +141,14 @@ if [ "$mode" = test ]; then
       say "  ssh/sshd missing: the ssh tests will be skipped (install openssh-server and openssh-client)"
     fi
   fi
+  # One secret test fills in the one-time secret page in a real headless browser.
+  if ! command -v chromium >/dev/null 2>&1; then
+    if have_apt && is_root; then
+      apt_install chromium || say "  could not install chromium: the browser secret test will be skipped"
+    else
+      say "  chromium missing: the browser secret test will be skipped"
+    fi
+  fi
   pip_install -r requirements-dev.txt || fail "pip could not install requirements-dev.txt (see above)"
   say "done. Run the tests with: .venv/bin/python -m pytest"
 else
