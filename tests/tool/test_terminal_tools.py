@@ -15,7 +15,7 @@ from dsh_terminal_core.terminals import MIN_REQUEST_BYTES, ReadRequest
 from ..helpers import full_access
 
 SNAPSHOT = Path(__file__).with_name("tool_schemas.snapshot.json")
-TERMINAL_TOOLS = ["terminal_open", "terminal_send", "terminal_read", "terminal_signal", "terminal_close", "terminal_list"]
+TERMINAL_TOOLS = ["terminal_open", "terminal_send", "terminal_read", "terminal_signal", "terminal_close", "terminal_list", "terminal_resize"]
 
 
 async def test_schemas_match_the_committed_snapshot() -> None:

@@ -12,6 +12,7 @@ from dsh_terminal_core.terminals import BackendSpawnContext
 
 from .config import BashConfig
 from .environment import owner_marker, shell_environment
+from .screen import ScreenEmulator
 from .session import BashSession
 
 __all__ = ["BashBackend"]
@@ -89,13 +90,20 @@ class BashBackend:
         spec = TerminalSpawnSpec(
             argv=argv,
             cwd=cwd,
-            env=shell_environment(context.owner.id, context.session_id, private_tmp=confined),
-            rows=self._config.rows,
-            cols=self._config.cols,
+            env=shell_environment(
+                context.owner.id, context.session_id, private_tmp=confined, screen=context.screen
+            ),
+            rows=context.rows or self._config.rows,
+            cols=context.cols or self._config.cols,
             grace_ms=self._config.dispose_grace_ms,
         )
         process = await self._provider.spawn_terminal(spec)
-        session = BashSession(process, self._config, context.session_id)
+        session = BashSession(
+            process,
+            self._config,
+            context.session_id,
+            screen=ScreenEmulator(spec.rows, spec.cols) if context.screen else None,
+        )
         try:
             await session.start(context.cancel)
         except BaseException:

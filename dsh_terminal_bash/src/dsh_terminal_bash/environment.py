@@ -86,16 +86,23 @@ def _under(path: str, directory: str) -> bool:
     return os.path.commonpath([os.path.realpath(path), directory]) == directory
 
 
+# A screen session's emulator understands what xterm sends; a line-mode session asks
+# programs for plain output.
+SCREEN_TERM = "xterm-256color"
+LINE_TERM = "dumb"
+
+
 def shell_environment(
-    owner_id: str, session_id: str, *, private_tmp: bool = False
+    owner_id: str, session_id: str, *, private_tmp: bool = False, screen: bool = False
 ) -> dict[str, str]:
     """Overrides applied on top of the provider's scrubbed environment.
 
-    ``private_tmp``: the shell runs confined, with a /tmp of its own.
+    ``private_tmp``: the shell runs confined, with a /tmp of its own. ``screen``: a
+    screen session, whose emulator understands what xterm sends.
     """
     return {
         **_history_off(private_tmp),
-        "TERM": "dumb",
+        "TERM": SCREEN_TERM if screen else LINE_TERM,
         "NO_COLOR": "1",
         "PAGER": "cat",
         "GIT_PAGER": "cat",

@@ -15,18 +15,23 @@ from dsh_terminal_core.provider import ExitStatus, Foreground, TerminalProcess
 from dsh_terminal_core.terminals import (
     ReadRequest,
     ReadResult,
+    ScreenRead,
     SendRequest,
     SendResult,
     SessionStatus,
     SignalResult,
+    TerminalSize,
     WaitReason,
 )
 
 from .config import BashConfig
 from .environment import PROMPT
+from .keys import encode_keys
+from .modes import ModeTracker
 from .operation import BashSendOperation
 from .readiness import Readiness, Settlement
 from .sanitizer import Chunk, Sanitizer
+from .screen import ScreenEmulator
 from .scrollback import Scrollback
 
 __all__ = ["BashSession", "StartupFailed"]
@@ -42,7 +47,14 @@ class StartupFailed(TerminalError):
 class BashSession:
     """One bash process on a PTY, driven through the controlled prompt protocol."""
 
-    def __init__(self, process: TerminalProcess, config: BashConfig, session_id: str) -> None:
+    def __init__(
+        self,
+        process: TerminalProcess,
+        config: BashConfig,
+        session_id: str,
+        *,
+        screen: ScreenEmulator | None = None,
+    ) -> None:
         self._process = process
         self._config = config
         self.session_id = session_id
@@ -65,6 +77,10 @@ class BashSession:
         self._shell_exe: tuple[int, int] | None = None
         self._motd = ""
         self._startup_text: list[str] = []
+        # Modes decide what a named key sends, in every session; a screen session also
+        # keeps the emulated screen.
+        self._modes = ModeTracker()
+        self._screen = screen
         self._exact = process.exact_input_probe
         self._watchers: list[Callable[[], None]] = []
         process.set_output_handler(self._on_output)
@@ -223,6 +239,9 @@ class BashSession:
             callback()
 
     def _on_output(self, data: bytes) -> None:
+        self._modes.feed(data)
+        if self._screen is not None:
+            self._screen.feed(data)
         self._consume(self._sanitizer.feed(data))
 
     def _consume(self, chunk: Chunk) -> None:
@@ -322,7 +341,15 @@ class BashSession:
     # -- send -------------------------------------------------------------------------
 
     def start_send(self, request: SendRequest) -> BashSendOperation:
-        """Reserve the session and start writing; the result comes through ``op.done``."""
+        """Reserve the session and start writing; the result comes through ``op.done``.
+
+        ``keys`` are encoded for the terminal's modes right now (before the reservation,
+        so a misspelled key refuses the whole send and types nothing).
+        """
+        if request.keys is not None:
+            request = attrs.evolve(
+                request, text=encode_keys(request.keys, self._modes.modes), submit=False
+            )
         if self._op is not None:
             raise TerminalError(
                 f"session {self.session_id} is still busy with a previous send; wait for it, "
@@ -351,6 +378,10 @@ class BashSession:
         # Waiting without input has no earlier wait to tell apart from a new one: a
         # program already blocked reading has settled.
         before = self.foreground() if self._exact and not waiting else None
+        # What the screen showed before this send is not news for its result.
+        self._modes.entered_alternate = False
+        if self._screen is not None:
+            self._screen.take_drawn()
         self._op = op
         readiness = Readiness(
             config=self._config,
@@ -466,13 +497,19 @@ class BashSession:
         if settlement.by_prompt and text.endswith(PROMPT):
             text = text[: -len(PROMPT)]
         text = self._strip_echo(text, request)
+        screen = None
+        if self._screen is not None and (self._screen.take_drawn() or self._screen.alternate):
+            # The program drew a screen: show it instead of the stream of escapes.
+            screen = self._screen.snapshot()
         return SendResult(
-            viewport=text,
+            viewport="" if screen is not None else text,
             wait_reason=settlement.reason,
             session_status=self._status,
-            truncated=op.viewport.truncated,
+            truncated=False if screen is not None else op.viewport.truncated,
             exit_code=settlement.exit_code if settlement.by_prompt else None,
             input_hidden=settlement.input_hidden,
+            screen=screen,
+            alternate_screen=self._screen is None and self._modes.alternate_screen,
         )
 
     def _strip_echo(self, text: str, request: SendRequest) -> str:
@@ -571,6 +608,25 @@ class BashSession:
         return self._scrollback.read(
             request.offset, request.count, _bounded(self._config.max_read_bytes, request.max_bytes)
         )
+
+    def read_screen(self) -> ScreenRead:
+        if self._screen is None:
+            raise TerminalError(
+                f"session {self.session_id} is a line-mode session and keeps no screen; "
+                "open one with screen=true to see full-screen programs",
+                "INVALID_ARGUMENT",
+            )
+        return ScreenRead(
+            screen=self._screen.snapshot(), rows=self._screen.rows, cols=self._screen.cols
+        )
+
+    def resize(self, rows: int, cols: int) -> TerminalSize:
+        if self._closing or self._status.kind == "exited":
+            raise TerminalError(f"session {self.session_id} has ended", "SESSION_EXITED")
+        if self._screen is not None:
+            self._screen.resize(rows, cols)
+        self._process.resize(rows, cols)
+        return TerminalSize(rows=rows, cols=cols)
 
     @property
     def scrollback(self) -> Scrollback:

@@ -12,6 +12,7 @@ __all__ = [
     "render_list",
     "render_open",
     "render_read",
+    "render_screen_read",
     "render_send",
     "render_signal",
     "status_line",
@@ -53,9 +54,35 @@ def render_send(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
             f"with job_output and stop it with job_kill"
         )
         return cap_text(text, max_bytes)
+    screen = value.get("screen")
+    if screen is not None:
+        return cap_text(
+            screen["text"],
+            max_bytes,
+            prefix=_screen_header(screen) + "\n",
+            suffix="\n" + status_line(value),
+            keep="head",
+        )
     viewport = value["viewport"]
     suffix = ("\n" if viewport and not viewport.endswith("\n") else "") + status_line(value)
+    if value.get("alternateScreen"):
+        suffix += (
+            "\n[the program switched to a full-screen display, which a line-mode session "
+            "flattens; reopen with terminal_open screen=true to see and drive it]"
+        )
     return cap_text(viewport, max_bytes, suffix=suffix, keep="tail")
+
+
+def _screen_header(screen: dict[str, Any]) -> str:
+    row, col = screen["cursor"]
+    kind = "full-screen program" if screen["alternate"] else "screen"
+    return f"[{kind}; cursor at row {row}, column {col}]"
+
+
+def render_screen_read(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
+    screen = value["screen"]
+    head = f"[{session_id} screen {value['rows']}x{value['cols']}] {_screen_header(screen)}\n"
+    return cap_text(screen["text"], max_bytes, prefix=head, keep="head")
 
 
 def render_read(value: dict[str, Any], max_bytes: int, session_id: str) -> str:

@@ -1,4 +1,4 @@
-"""The six model-facing ``terminal_*`` tools over ``ctx.terminals`` (and ``ctx.jobs``)."""
+"""The model-facing ``terminal_*`` tools over ``ctx.terminals`` (and ``ctx.jobs``)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,10 @@ from dsh_terminal_core.resultcap import cap_text
 from dsh_terminal_core.secrets import Secret, SecretAsk, SecretsService
 from dsh_terminal_core.terminals import (
     ALLOWED_SIGNALS,
+    MAX_COLS,
+    MAX_ROWS,
+    MIN_COLS,
+    MIN_ROWS,
     MIN_REQUEST_BYTES,
     ReadRequest,
     SendRequest,
@@ -21,7 +25,7 @@ from dsh_terminal_core.tools import Tool, ToolExec
 
 from . import render, wire
 from .config import ToolTerminalConfig
-from .wire import read_value, send_value, snapshot_value, spawn_value
+from .wire import read_value, screen_read_value, send_value, snapshot_value, spawn_value
 
 __all__ = ["MAX_SEND_CHARS", "terminal_tools"]
 
@@ -33,6 +37,19 @@ DEFAULT_TYPE = "shell"
 # Bytes of a result kept for what surrounds the output: the status line of a send, the
 # page header and the "more" line of a read.
 _METADATA_ROOM = 512
+
+_ROWS = {
+    "type": "integer",
+    "minimum": MIN_ROWS,
+    "maximum": MAX_ROWS,
+    "description": "Window height in rows.",
+}
+_COLS = {
+    "type": "integer",
+    "minimum": MIN_COLS,
+    "maximum": MAX_COLS,
+    "description": "Window width in columns.",
+}
 
 _SESSION_ID = {
     "type": "string",
@@ -48,7 +65,7 @@ def terminal_tools(
     config: ToolTerminalConfig,
     secrets: Callable[[], SecretsService | None] = lambda: None,
 ) -> list[Tool]:
-    """Build the six tools; services are resolved at call time (they may be overridden)."""
+    """Build the tools; services are resolved at call time (they may be overridden)."""
     cap = config.max_result_bytes
     # The service bounds the output itself (keeping head and tail) so that the rendered
     # result — output plus status or page lines — fits in the cap without a blind cut.
@@ -63,7 +80,12 @@ def terminal_tools(
         result = await terminals().spawn(
             exec_.agent,
             SpawnRequest(
-                type=args.get("type", DEFAULT_TYPE), name=args.get("name"), cwd=args.get("cwd")
+                type=args.get("type", DEFAULT_TYPE),
+                name=args.get("name"),
+                cwd=args.get("cwd"),
+                screen=args.get("screen", False),
+                rows=args.get("rows"),
+                cols=args.get("cols"),
             ),
             exec_.cancel,
         )
@@ -99,6 +121,16 @@ def terminal_tools(
                     "maxLength": 4096,
                     "description": "Starting directory (default: the workspace root).",
                 },
+                "screen": {
+                    "type": "boolean",
+                    "description": (
+                        "Screen session (default false): for full-screen programs such as "
+                        "vim, less, top or dialog menus. Sends then return the visible "
+                        "screen when a program draws one; drive programs with keys."
+                    ),
+                },
+                "rows": _ROWS,
+                "cols": _COLS,
             },
             "additionalProperties": False,
         },
@@ -147,6 +179,19 @@ def terminal_tools(
                 "e.g. a long build, to settle."
             ),
         },
+        "keys": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 1000,
+            "items": {"type": "string", "minLength": 1, "maxLength": 10_000},
+            "description": (
+                "Instead of text: keys to press, in order. Named keys: Enter, Tab, Escape, "
+                "Backspace, Delete, Up, Down, Left, Right, Home, End, PageUp, PageDown, "
+                "Insert, Space, F1-F12, C-a..C-z (Ctrl), M-<char> (Alt); any other item is "
+                'typed literally, e.g. ["i", "hello", "Escape", ":wq", '
+                '"Enter"]. Enter is pressed only where listed.'
+            ),
+        },
     }
     if config.enable_run_in_background:
         send_properties["run_in_background"] = {
@@ -163,14 +208,7 @@ def terminal_tools(
             raise InvalidArgument("run_in_background is disabled for this harness")
         if "secret" in args:
             return await _send_secret(args, exec_)
-        if "text" not in args:
-            raise InvalidArgument("terminal_send needs text (or a secret)")
-        request_args = {
-            "text": args["text"],
-            "submit": args.get("submit", True),
-            "timeout_ms": args.get("timeoutMs"),
-            "max_bytes": output_bytes,
-        }
+        request_args = _send_request_args(args, output_bytes)
         if background:
             return _send_in_background(exec_, args["sessionId"], request_args)
         op = terminals().start_send(
@@ -291,6 +329,10 @@ def terminal_tools(
     # -- terminal_read ------------------------------------------------------------------
 
     async def read(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        if args.get("screen"):
+            if "offset" in args or "count" in args:
+                raise InvalidArgument("screen=true reads the screen; offset/count do not apply")
+            return screen_read_value(terminals().read_screen(exec_.agent, args["sessionId"]))
         result = terminals().read(
             exec_.agent,
             args["sessionId"],
@@ -326,13 +368,21 @@ def terminal_tools(
                     "maximum": 10000,
                     "description": "Number of lines (default 500).",
                 },
+                "screen": {
+                    "type": "boolean",
+                    "description": "Screen sessions: return the visible screen instead.",
+                },
             },
             "required": ["sessionId"],
             "additionalProperties": False,
         },
         execute=read,
         output_schema=wire.READ_SCHEMA,
-        render=lambda args, value: render.render_read(value, cap, args["sessionId"]),
+        render=lambda args, value: (
+            render.render_screen_read(value, cap, args["sessionId"])
+            if "screen" in value
+            else render.render_read(value, cap, args["sessionId"])
+        ),
         finalize=finalize,
     )
 
@@ -388,6 +438,32 @@ def terminal_tools(
         finalize=finalize,
     )
 
+    # -- terminal_resize ----------------------------------------------------------------
+
+    async def resize(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+        size = terminals().resize(exec_.agent, args["sessionId"], args["rows"], args["cols"])
+        return {"rows": size.rows, "cols": size.cols}
+
+    resize_tool = Tool(
+        name="terminal_resize",
+        description=(
+            "Change a session's window size; the running program is told (SIGWINCH) and "
+            "redraws for it."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {"sessionId": _SESSION_ID, "rows": _ROWS, "cols": _COLS},
+            "required": ["sessionId", "rows", "cols"],
+            "additionalProperties": False,
+        },
+        execute=resize,
+        output_schema=wire.RESIZE_SCHEMA,
+        render=lambda args, value: cap_text(
+            f"{args['sessionId']} is now {value['rows']} rows x {value['cols']} columns", cap
+        ),
+        finalize=finalize,
+    )
+
     # -- terminal_list ------------------------------------------------------------------
 
     async def list_(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
@@ -403,4 +479,17 @@ def terminal_tools(
         finalize=finalize,
     )
 
-    return [open_tool, send_tool, read_tool, signal_tool, close_tool, list_tool]
+    return [open_tool, send_tool, read_tool, signal_tool, close_tool, list_tool, resize_tool]
+
+
+def _send_request_args(args: dict[str, Any], output_bytes: int) -> dict[str, Any]:
+    """Exactly one of ``text`` and ``keys``; ``submit`` goes with ``text`` only."""
+    common = {"timeout_ms": args.get("timeoutMs"), "max_bytes": output_bytes}
+    keys = args.get("keys")
+    if keys is None:
+        if "text" not in args:
+            raise InvalidArgument("terminal_send needs text (or keys, or a secret)")
+        return {"text": args["text"], "submit": args.get("submit", True), **common}
+    if "text" in args or "submit" in args:
+        raise InvalidArgument("send either text (with submit) or keys, not both")
+    return {"text": "", "keys": tuple(keys), **common}

@@ -7,6 +7,7 @@ from typing import Any
 from dsh_terminal_core.terminals import (
     STATUS_SCHEMA,
     ReadResult,
+    ScreenRead,
     SendResult,
     Snapshot,
     SpawnResult,
@@ -18,9 +19,11 @@ __all__ = [
     "LIST_SCHEMA",
     "OPEN_SCHEMA",
     "READ_SCHEMA",
+    "RESIZE_SCHEMA",
     "SEND_SCHEMA",
     "SIGNAL_SCHEMA",
     "read_value",
+    "screen_read_value",
     "send_value",
     "snapshot_value",
     "spawn_value",
@@ -28,6 +31,16 @@ __all__ = [
 
 # JSON schemas of the values below: each tool's MCP ``outputSchema``.
 _NULLABLE_STRING = {"type": ["string", "null"]}
+_SCREEN_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "The visible screen; cursor is [row, column] from 0.",
+    "properties": {
+        "text": {"type": "string"},
+        "cursor": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
+        "alternate": {"type": "boolean"},
+    },
+    "required": ["text", "cursor", "alternate"],
+}
 OPEN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -51,21 +64,37 @@ SEND_SCHEMA: dict[str, Any] = {
         "truncated": {"type": "boolean"},
         "exitCode": {"type": ["integer", "null"]},
         "inputHidden": {"type": "boolean"},
+        "screen": _SCREEN_SCHEMA,
+        "alternateScreen": {"type": "boolean"},
         "jobId": {"type": "string"},
     },
     "required": ["kind"],
 }
 READ_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "description": "Lines lineBegin..lineEnd, numbered from 1, both included.",
+    "description": (
+        "Lines lineBegin..lineEnd, numbered from 1, both included; with screen=true the "
+        "visible screen and the window size instead."
+    ),
     "properties": {
         "text": {"type": "string"},
         "totalLines": {"type": "integer"},
         "lineBegin": {"type": "integer"},
         "lineEnd": {"type": "integer"},
         "truncated": {"type": "boolean"},
+        "screen": _SCREEN_SCHEMA,
+        "rows": {"type": "integer"},
+        "cols": {"type": "integer"},
     },
-    "required": ["text", "totalLines", "lineBegin", "lineEnd", "truncated"],
+    "anyOf": [
+        {"required": ["text", "totalLines", "lineBegin", "lineEnd", "truncated"]},
+        {"required": ["screen", "rows", "cols"]},
+    ],
+}
+RESIZE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"rows": {"type": "integer"}, "cols": {"type": "integer"}},
+    "required": ["rows", "cols"],
 }
 SIGNAL_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -114,7 +143,7 @@ def spawn_value(result: SpawnResult) -> dict[str, Any]:
 
 
 def send_value(result: SendResult) -> dict[str, Any]:
-    return {
+    value: dict[str, Any] = {
         "kind": "foreground",
         "viewport": result.viewport,
         "waitReason": str(result.wait_reason),
@@ -123,6 +152,15 @@ def send_value(result: SendResult) -> dict[str, Any]:
         "exitCode": result.exit_code,
         "inputHidden": result.input_hidden,
     }
+    if result.screen is not None:
+        value["screen"] = result.screen.to_wire()
+    if result.alternate_screen:
+        value["alternateScreen"] = True
+    return value
+
+
+def screen_read_value(result: ScreenRead) -> dict[str, Any]:
+    return {"screen": result.screen.to_wire(), "rows": result.rows, "cols": result.cols}
 
 
 def read_value(result: ReadResult) -> dict[str, Any]:

@@ -4,7 +4,7 @@ Backend and consumer authors import from here; the modules behind it are private
 """
 
 from ..errors import BackendCleanupError, TerminalError
-from .service import TerminalSessionService
+from .service import MAX_COLS, MAX_ROWS, MIN_COLS, MIN_ROWS, TerminalSessionService
 from .types import (
     ALLOWED_SIGNALS,
     MIN_REQUEST_BYTES,
@@ -15,6 +15,8 @@ from .types import (
     MarkedBackend,
     ReadRequest,
     ReadResult,
+    ScreenRead,
+    ScreenView,
     SecretPromptSession,
     SendOperation,
     SendRequest,
@@ -25,6 +27,7 @@ from .types import (
     SpawnRequest,
     SpawnResult,
     TerminalBackend,
+    TerminalSize,
     WaitReason,
     status_text,
 )
@@ -33,6 +36,10 @@ __all__ = [
     "ALLOWED_SIGNALS",
     "MIN_REQUEST_BYTES",
     "STATUS_SCHEMA",
+    "MAX_COLS",
+    "MAX_ROWS",
+    "MIN_COLS",
+    "MIN_ROWS",
     "BackendCleanupError",
     "BackendSession",
     "BackendSpawnContext",
@@ -40,6 +47,8 @@ __all__ = [
     "MarkedBackend",
     "ReadRequest",
     "ReadResult",
+    "ScreenRead",
+    "ScreenView",
     "SecretPromptSession",
     "SendOperation",
     "SendRequest",
@@ -52,6 +61,7 @@ __all__ = [
     "TerminalBackend",
     "TerminalError",
     "TerminalSessionService",
+    "TerminalSize",
     "WaitReason",
     "status_text",
 ]

@@ -44,6 +44,7 @@ from .types import (
     MarkedBackend,
     ReadRequest,
     ReadResult,
+    ScreenRead,
     SecretPromptSession,
     SendOperation,
     SendRequest,
@@ -52,12 +53,16 @@ from .types import (
     SpawnRequest,
     SpawnResult,
     TerminalBackend,
+    TerminalSize,
 )
 
 __all__ = ["TerminalSessionService"]
 
 MAX_NAME_LENGTH = 64
 MAX_READ_COUNT = 10_000
+# Window sizes a terminal program can work in; beyond them a resize is a mistake.
+MIN_ROWS, MAX_ROWS = 2, 1000
+MIN_COLS, MAX_COLS = 10, 1000
 
 
 @attrs.define(eq=False)
@@ -229,6 +234,9 @@ class TerminalSessionService:
                 name=request.name,
                 cwd=request.cwd,
                 cancel=pending.control,
+                screen=request.screen,
+                rows=request.rows,
+                cols=request.cols,
             )
             try:
                 session = await backend.spawn(context)
@@ -412,6 +420,15 @@ class TerminalSessionService:
         if not isinstance(request.text, str):
             raise TerminalError("text must be a string", "INVALID_ARGUMENT")
         _check_encodable(request.text)
+        if request.keys is not None:
+            if request.text:
+                raise TerminalError("send either text or keys, not both", "INVALID_ARGUMENT")
+            if not isinstance(request.keys, tuple) or not all(
+                isinstance(key, str) for key in request.keys
+            ):
+                raise TerminalError("keys must be a tuple of strings", "INVALID_ARGUMENT")
+            for key in request.keys:
+                _check_encodable(key)
         if not isinstance(request.submit, bool):
             raise TerminalError("submit must be a boolean", "INVALID_ARGUMENT")
         if request.cancel is not None and not isinstance(request.cancel, Cancellation):
@@ -460,6 +477,16 @@ class TerminalSessionService:
                 f"signal must be one of {', '.join(ALLOWED_SIGNALS)}", "INVALID_ARGUMENT"
             )
         return await entry.session.signal(sig)
+
+    def resize(self, owner: Agent, session_id: str, rows: int, cols: int) -> TerminalSize:
+        """Set the session's window size (``rows`` x ``cols``); the program sees SIGWINCH."""
+        entry = self._authorize(owner, session_id)
+        _check_size(rows, cols)
+        return entry.session.resize(rows, cols)
+
+    def read_screen(self, owner: Agent, session_id: str) -> ScreenRead:
+        """Return a screen session's visible screen; ``INVALID_ARGUMENT`` in line mode."""
+        return self._authorize(owner, session_id).session.read_screen()
 
     async def kill(self, owner: Agent, session_id: str, reason: str) -> bool:
         """Close the session; True if this call closed it, False if a close was in flight.
@@ -612,6 +639,24 @@ def _validate_spawn(request: SpawnRequest) -> None:
         )
     if request.cwd is not None and not isinstance(request.cwd, str):
         raise TerminalError("cwd must be a string", "INVALID_ARGUMENT")
+    if not isinstance(request.screen, bool):
+        raise TerminalError("screen must be a boolean", "INVALID_ARGUMENT")
+    if request.rows is not None or request.cols is not None:
+        _check_size(request.rows, request.cols, partial=True)
+
+
+def _check_size(rows: object, cols: object, *, partial: bool = False) -> None:
+    """Refuse a window size outside what terminals and their programs handle."""
+    for name, value, low, high in (
+        ("rows", rows, MIN_ROWS, MAX_ROWS),
+        ("cols", cols, MIN_COLS, MAX_COLS),
+    ):
+        if partial and value is None:
+            continue
+        if not _is_int(value) or not low <= value <= high:  # type: ignore[operator]
+            raise TerminalError(
+                f"{name} must be an integer from {low} to {high}", "INVALID_ARGUMENT"
+            )
 
 
 def _not_at_secret_prompt(session_id: str, session: object) -> TerminalError:

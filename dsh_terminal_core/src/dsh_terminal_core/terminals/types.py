@@ -26,6 +26,8 @@ __all__ = [
     "MarkedBackend",
     "ReadRequest",
     "ReadResult",
+    "ScreenRead",
+    "ScreenView",
     "SecretPromptSession",
     "SendOperation",
     "SendRequest",
@@ -36,6 +38,7 @@ __all__ = [
     "SpawnRequest",
     "SpawnResult",
     "TerminalBackend",
+    "TerminalSize",
     "WaitReason",
     "status_text",
 ]
@@ -97,9 +100,15 @@ STATUS_SCHEMA: dict[str, object] = {
 
 @attrs.frozen(kw_only=True)
 class SpawnRequest:
+    """What to open. ``screen`` asks for a screen session (a terminal emulator shows what a
+    full-screen program draws); ``rows``/``cols`` override the backend's window size."""
+
     type: str
     name: str | None = None
     cwd: str | None = None
+    screen: bool = False
+    rows: int | None = None
+    cols: int | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -127,6 +136,9 @@ class SendRequest:
     ``max_bytes`` bounds this send's viewport below the backend's own bound: a
     model-facing caller passes its budget so the backend keeps the head and the tail of
     long output within it (the first error of a build survives with the last line).
+
+    ``keys`` (named keys and literal strings, encoded by the backend for the terminal's
+    current modes) replaces ``text``; a ``keys`` send never adds Enter.
     """
 
     text: str
@@ -136,6 +148,35 @@ class SendRequest:
     max_bytes: int | None = None
     secret: Secret | None = attrs.field(default=None, eq=False, repr=False)
     """Typed raw (then Enter) instead of ``text``, only at a hidden-input prompt."""
+    keys: tuple[str, ...] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ScreenView:
+    """The visible screen: trailing blanks of each line trimmed; ``cursor`` is
+    ``(row, col)`` from 0; ``alternate`` is true while a full-screen program runs."""
+
+    text: str
+    cursor: tuple[int, int]
+    alternate: bool
+
+    def to_wire(self) -> dict[str, object]:
+        return {"text": self.text, "cursor": list(self.cursor), "alternate": self.alternate}
+
+
+@attrs.frozen(kw_only=True)
+class ScreenRead:
+    """A screen session's screen at the moment it was read, with the window size."""
+
+    screen: ScreenView
+    rows: int
+    cols: int
+
+
+@attrs.frozen(kw_only=True)
+class TerminalSize:
+    rows: int
+    cols: int
 
 
 @attrs.frozen(kw_only=True)
@@ -148,6 +189,10 @@ class SendResult:
     truncated: bool
     exit_code: int | None = None
     input_hidden: bool = False
+    #: In a screen session, the screen when the program drew one during the send.
+    screen: ScreenView | None = None
+    #: A line-mode session whose program is on the alternate screen as the send settled.
+    alternate_screen: bool = False
 
 
 @attrs.frozen(kw_only=True)
@@ -209,6 +254,9 @@ class BackendSpawnContext:
     name: str | None
     cwd: str | None
     cancel: Cancellation = attrs.field(eq=False)
+    screen: bool = False
+    rows: int | None = None
+    cols: int | None = None
 
 
 @runtime_checkable
@@ -233,6 +281,14 @@ class BackendSession(Protocol):
     def read(self, request: ReadRequest) -> ReadResult: ...
 
     async def signal(self, sig: str) -> SignalResult: ...
+
+    def resize(self, rows: int, cols: int) -> TerminalSize:
+        """Set the window size; the foreground program gets ``SIGWINCH``."""
+        ...
+
+    def read_screen(self) -> ScreenRead:
+        """Return the visible screen; ``INVALID_ARGUMENT`` in a session without one."""
+        ...
 
     async def close(self, reason: str) -> None:
         """Tear the session down; raise if processes survive (a later call retries)."""
