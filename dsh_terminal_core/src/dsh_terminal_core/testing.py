@@ -22,10 +22,12 @@ from .terminals.types import (
     BackendSpawnContext,
     ReadRequest,
     ReadResult,
+    ScreenRead,
     SendRequest,
     SendResult,
     SessionStatus,
     SignalResult,
+    TerminalSize,
     WaitReason,
 )
 
@@ -96,6 +98,7 @@ class FakeSession:
         self._motd = motd
         self._status = SessionStatus.running()
         self._close_failures: list[BaseException] = []
+        self.size = TerminalSize(rows=context.rows or 40, cols=context.cols or 160)
 
     @property
     def session_id(self) -> str:
@@ -163,6 +166,15 @@ class FakeSession:
             raise TerminalError(f"terminal session {self.session_id} is closed", "NO_SESSION")
         self.signals.append(sig)
         return SignalResult(delivered=True, target_pgid=self._pid)
+
+    def resize(self, rows: int, cols: int) -> TerminalSize:
+        self.size = TerminalSize(rows=rows, cols=cols)
+        return self.size
+
+    def read_screen(self) -> ScreenRead:
+        raise TerminalError(
+            f"terminal session {self.session_id} keeps no screen", "INVALID_ARGUMENT"
+        )
 
     async def close(self, reason: str) -> None:
         """Close once; an injected failure leaves the session open for a retry."""
