@@ -39,6 +39,26 @@ _FLUSH_BYTES = 256 * 1024
 _Buffer = dict[int, StaticDefaultDict[int, Char]]
 
 
+def _plain_tail_start(data: bytes) -> int:
+    """Start of the line after the last sequence that is not plain (0: none before the
+    last line feed). Searching backwards keeps this cheap for colourful output."""
+    last_lf = data.rfind(b"\n")
+    if last_lf < 0:
+        return 0
+    found = max(data.rfind(b"\x0e", 0, last_lf), data.rfind(b"\x0f", 0, last_lf))
+    escape = last_lf
+    while True:
+        escape = data.rfind(b"\x1b", 0, escape)
+        if escape < 0 or escape < found:
+            break
+        if _NOT_PLAIN.match(data, escape):
+            found = escape
+            break
+    if found < 0:
+        return 0
+    return data.find(b"\n", found) + 1
+
+
 class _Screen(pyte.Screen):
     """``pyte.Screen`` plus the alternate screen and a "the cursor was addressed" flag."""
 
@@ -179,6 +199,12 @@ class ScreenEmulator:
             return
         data = bytes(self._pending)
         self._pending.clear()
+        # Emulate up to the line after the last sequence that is not plain (a command's
+        # echo, a prompt's marker): what follows it is plain lines, which may scroll off.
+        plain_from = _plain_tail_start(data)
+        if plain_from:
+            self._feed(data[:plain_from])
+            data = data[plain_from:]
         start = self._scrolled_off(data)
         if start:
             # Everything before ``start`` is off the screen by the end of the chunk; the
@@ -192,6 +218,9 @@ class ScreenEmulator:
             screen.cursor.x = 0
             self._stream.utf8_decoder.reset()
             data = data[start:]
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
         try:
             self._stream.feed(data)
         except Exception:  # a sequence pyte cannot take must not stop the session's output
@@ -203,15 +232,20 @@ class ScreenEmulator:
         Bulk output (a build log, ``cat`` of a big file) is mostly lines that scroll past;
         emulating each one costs far more than the PTY took to deliver it. When the chunk
         can only write lines and scroll, on the primary screen without a scroll region,
-        and holds at least ``2 * rows`` line feeds (only what follows the last one may be
-        anything), then at the CR LF that leaves ``rows`` line feeds after it the cursor
-        is on the bottom row, column 0, of a blank line (``rows`` line feeds before it
-        reached the bottom and the last one scrolled), and the ``rows`` line feeds after it
-        push every line above out of view.
+        with the emulator between sequences, and holds at least ``2 * rows`` line feeds
+        (only what follows the last one may be anything), then at the CR LF that leaves
+        ``rows`` line feeds after it the cursor is on the bottom row, column 0, of a blank
+        line (``rows`` line feeds before it reached the bottom and the last one scrolled),
+        and the ``rows`` line feeds after it push every line above out of view.
         """
         screen = self._screen
         rows = screen.lines
-        if screen.alternate or screen.margins is not None or data.count(b"\n") < 2 * rows:
+        if (
+            screen.alternate
+            or screen.margins is not None
+            or not self._stream._taking_plain_text
+            or data.count(b"\n") < 2 * rows
+        ):
             return 0
         # Past the last line feed both states are the same whatever follows, and a
         # sequence split at the chunk's end must not spoil the fast path.
