@@ -24,12 +24,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _raw import RawDriver  # noqa: E402
-from _scenarios import _reset_peak_rss, _status_kib, seq_bytes  # noqa: E402
-from _stack import stack_config  # noqa: E402
+from _raw import RawDriver
+from _scenarios import _reset_peak_rss, _status_kib, seq_bytes
+from _stack import stack_config
 
-from dsh_terminal_core.harness import Harness  # noqa: E402
-from dsh_terminal_core.terminals import SendRequest, SpawnRequest  # noqa: E402
+from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.terminals import SendRequest, SpawnRequest
 
 MIB = 1024 * 1024
 

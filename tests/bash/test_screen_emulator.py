@@ -103,6 +103,10 @@ _end = st.sampled_from(
         b"\x0e",
         b"\x0f",
         b"\x1b[2;5r",
+        b"\x1b]133;D;0\x07dsh> ",
+        b"\x1b[?2004h",
+        b"\x1b7",
+        b"\x1b8",
     ]
 )
 
