@@ -250,6 +250,20 @@ async def _tour(tour: Tour, workspace: str) -> None:
     value = await tour.call("pty_tail", {"id": pty_id})
     tour.expect(value["lines"] == 0, "a second tail resends nothing")
 
+    if shutil.which("less"):
+        tour.section("A screen session for full-screen programs, driven with named keys")
+        value = await tour.call("terminal_open", {"screen": True, "rows": 8, "cols": 60})
+        screen_id = value["sessionId"]
+        value = await tour.call("terminal_send", {"sessionId": screen_id, "text": "seq 100 | less"})
+        shown = value.get("screen") or {}
+        tour.expect(shown.get("alternate") is True, "the result is the screen less drew")
+        value = await tour.call("terminal_send", {"sessionId": screen_id, "keys": ["PageDown"]})
+        top = ((value.get("screen") or {}).get("text") or "").split("\n")[0]
+        tour.expect(top == "8", "PageDown paged on: the screen now starts at line 8")
+        value = await tour.call("terminal_send", {"sessionId": screen_id, "keys": ["q"]})
+        tour.expect(value["waitReason"] == "stdin_read", "q quit less; the shell waits again")
+        await tour.call("terminal_close", {"sessionId": screen_id})
+
     tour.section("Close everything")
     await tour.call("pty_close", {"id": pty_id})
     await tour.call("terminal_close", {"sessionId": sid})
