@@ -44,6 +44,10 @@ def test_literal_items_are_typed_as_they_are_between_keys() -> None:
     )
 
 
+def test_a_single_capital_letter_is_typed_not_refused() -> None:
+    assert encode_keys(["G", "O", "A", "F"], NORMAL) == "GOAF"
+
+
 @pytest.mark.parametrize("bad", ["NoSuchKey", "F13", "PageDwn", "C-1", "S-Tab", "M-xy", "C-A"])
 def test_a_misspelled_key_is_refused_and_nothing_is_encoded(bad: str) -> None:
     with pytest.raises(TerminalError) as caught:

@@ -3,7 +3,7 @@
 A list item that is a known key name is that key, encoded for the terminal's current
 modes; an item *shaped* like a key name that is not one (``PageDwn``, ``F13``, ``C-1``) is
 refused before anything is typed, because a misspelled key must never reach a program as
-text; every other item is typed literally.
+text; every other item — a single character included (``G``, ``O``) — is typed literally.
 """
 
 from __future__ import annotations
@@ -101,7 +101,9 @@ def _encode_item(item: object, modes: TerminalModes) -> str:
     meta = _META.match(item)
     if meta:
         return "\x1b" + meta.group(1)
-    if any(shape.match(item) for shape in _KEY_SHAPED):
+    # One character is never a misspelled key name (every name is longer), and capitals
+    # are everyday commands in full-screen programs (vim's G, O, A).
+    if len(item) > 1 and any(shape.match(item) for shape in _KEY_SHAPED):
         raise TerminalError(
             f"unknown key {item!r}; known keys: {', '.join(KEY_NAMES)}. To type a word "
             "shaped like a key name, send it with text instead of keys",
