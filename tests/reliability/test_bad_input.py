@@ -295,6 +295,12 @@ def valid_value(prop: dict[str, Any]) -> st.SearchStrategy[Any]:
         return st.booleans()
     if kind == "object":
         return st.dictionaries(st.text(min_size=1, max_size=8), st.text(max_size=8), max_size=3)
+    if kind == "array":
+        return st.lists(
+            valid_value(prop["items"]),
+            min_size=prop.get("minItems", 0),
+            max_size=min(prop.get("maxItems", 5), 5),
+        )
     raise AssertionError(f"no strategy for {prop}")
 
 
