@@ -34,12 +34,12 @@ from .types import (
 
 __all__ = [
     "ALLOWED_SIGNALS",
-    "MIN_REQUEST_BYTES",
-    "STATUS_SCHEMA",
     "MAX_COLS",
     "MAX_ROWS",
     "MIN_COLS",
+    "MIN_REQUEST_BYTES",
     "MIN_ROWS",
+    "STATUS_SCHEMA",
     "BackendCleanupError",
     "BackendSession",
     "BackendSpawnContext",
