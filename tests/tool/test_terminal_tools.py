@@ -190,7 +190,7 @@ async def test_every_result_is_capped_on_code_points(cap: int) -> None:
         ("terminal_open", {"type": 7}, "'type' must be of type string"),
         ("terminal_open", {"screen": "yes"}, "'screen' must be of type boolean"),
         ("terminal_open", {"rows": 1}, "'rows' must be >= 2"),
-        ("terminal_send", {"sessionId": "pty-1"}, "needs text (or keys)"),
+        ("terminal_send", {"sessionId": "pty-1"}, "needs text (or keys"),
         ("terminal_send", {"sessionId": "pty-1", "keys": []}, "'keys': [] should be non-empty"),
         ("terminal_send", {"sessionId": "pty-1", "text": 7}, "'text' must be of type string"),
         ("terminal_signal", {"sessionId": "pty-1", "signal": "SIGUSR1"}, "must be one of"),
