@@ -57,6 +57,9 @@ async def test_real_values_conform_to_their_schemas(tmp_path: Any) -> None:
         assert exited["waitReason"] == "session_exit"
         await call("terminal_list", {})
         await call("terminal_close", {"sessionId": sid})
+        resized = (await call("terminal_open", {}))["sessionId"]
+        await call("terminal_resize", {"sessionId": resized, "rows": 30, "cols": 100})
+        await call("terminal_close", {"sessionId": resized})
 
         pid = (await call("pty_open", {"command": "echo one", "env": {"A": "1"}}))["sessionId"]
         await call("pty_send", {"id": pid, "data": "echo two"})
