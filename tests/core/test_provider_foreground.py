@@ -168,3 +168,28 @@ async def test_wake_count_moves_when_the_reader_wakes(spawn: Spawn) -> None:
     after = await eventually(process.inspect_foreground, lambda f: f.input_waiting)
     assert after.process_group_id == before.process_group_id
     assert after.wake_count != before.wake_count
+
+
+async def test_run_stamp_holds_while_a_reader_sleeps_and_moves_when_it_runs(
+    spawn: Spawn,
+) -> None:
+    process = await spawn(["cat"])
+    output = Output(process)
+    waiting = await eventually(process.inspect_foreground, lambda f: f.input_waiting)
+    pid = waiting.process_group_id
+    stamp = process.run_stamp(pid)
+    assert stamp is not None
+    for _ in range(50):  # a blocked reader does not run, however often it is looked at
+        assert process.run_stamp(pid) == stamp
+        await asyncio.sleep(0.001)
+    assert process.terminal_modes() is not None
+    await process.write("ping\n")
+    await output.wait_count(b"ping", 2)
+    assert process.run_stamp(pid) != stamp
+
+
+async def test_run_stamp_is_unknown_for_a_threaded_process(spawn: Spawn) -> None:
+    script = "import threading, sys; threading.Thread(target=sys.stdin.readline).start()"
+    process = await spawn([sys.executable, "-c", script + "; sys.stdin.readline()"])
+    await eventually(process.inspect_foreground, lambda f: f.input_waiting)
+    assert process.run_stamp(process.pid) is None

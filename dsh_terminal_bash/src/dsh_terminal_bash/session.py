@@ -44,6 +44,15 @@ class StartupFailed(TerminalError):
         super().__init__(message, "SPAWN_FAILED")
 
 
+@attrs.frozen(kw_only=True)
+class _ReaderProof:
+    """A shell seen blocked reading the terminal with ``wakes``; ``runs`` read before the look."""
+
+    pid: int
+    wakes: int
+    runs: bytes
+
+
 class BashSession:
     """One bash process on a PTY, driven through the controlled prompt protocol."""
 
@@ -75,6 +84,7 @@ class BashSession:
         self._interrupt_unanswered = False
         self._marker_event = asyncio.Event()
         self._shell_exe: tuple[int, int] | None = None
+        self._reader_proof: _ReaderProof | None = None
         self._motd = ""
         self._startup_text: list[str] = []
         # Modes decide what a named key sends, in every session; a screen session also
@@ -136,12 +146,39 @@ class BashSession:
             return None
         # Read the wake counter on both sides of the syscall look, so that "reading" and
         # the count describe one and the same wait.
+        runs = self._process.run_stamp(pid)
         wakes = self._process.wake_count(pid)
         if not self._process.is_reading_terminal(pid):
             return None
         if self._process.wake_count(pid) != wakes:
             return None
+        if runs is not None and wakes is not None:
+            self._reader_proof = _ReaderProof(pid=pid, wakes=wakes, runs=runs)
         return pid, wakes
+
+    def _foreground_before_write(self) -> Foreground | None:
+        """The foreground as the stdin-wait tier must remember it from before the write.
+
+        When the last proven prompt read is provably still the same wait — the same shell
+        owns the foreground and, having one thread, has not run since the run stamp read
+        before that proof — the snapshot follows from the proof without another look:
+        that thread is still blocked in the read it was seen in, with the same wake
+        count. Anything else takes a full look.
+        """
+        proof = self._reader_proof
+        self._reader_proof = None
+        if proof is not None and self._process.foreground_pgid() == proof.pid:
+            fd_modes = self._process.terminal_modes()
+            if fd_modes is not None and self._process.run_stamp(proof.pid) == proof.runs:
+                echo, canonical = fd_modes
+                return Foreground(
+                    process_group_id=proof.pid,
+                    input_waiting=True,
+                    echo=echo,
+                    canonical=canonical,
+                    wake_count=proof.wakes,
+                )
+        return self.foreground()
 
     def _prompt_shell(self, foreground: int) -> int | None:
         """The pid of the protocol shell leading ``foreground``, or None.
@@ -377,7 +414,7 @@ class BashSession:
             return op
         # Waiting without input has no earlier wait to tell apart from a new one: a
         # program already blocked reading has settled.
-        before = self.foreground() if self._exact and not waiting else None
+        before = self._foreground_before_write() if self._exact and not waiting else None
         # What the screen showed before this send is not news for its result.
         self._modes.entered_alternate = False
         if self._screen is not None:

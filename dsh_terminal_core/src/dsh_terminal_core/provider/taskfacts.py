@@ -6,7 +6,11 @@
 * ``executable_id``: the (device, inode) of its executable, to tell whether a process is
   another instance of a given program (a shell started inside the shell).
 
-Both return None when the process is gone or unreadable, and everywhere but Linux.
+* ``run_stamp``: something that changes whenever a single-threaded process runs (its
+  scheduler statistics), so a wait proven once is known to be the same wait later
+  without looking at the process's system call again.
+
+Each returns None when the process is gone or unreadable, and everywhere but Linux.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-__all__ = ["executable_id", "quietly_asleep", "wake_count"]
+__all__ = ["executable_id", "quietly_asleep", "run_stamp", "wake_count"]
 
 _VOLUNTARY = b"\nvoluntary_ctxt_switches:"
 
@@ -76,3 +80,24 @@ def quietly_asleep(pid: int) -> bool | None:
     if not fields[b"State"].startswith(b"S"):
         return False
     return int(fields[b"SigPnd"], 16) == 0 and int(fields[b"ShdPnd"], 16) == 0
+
+
+def run_stamp(pid: int) -> bytes | None:
+    """``pid``'s scheduler statistics (run time, wait time, time slices) if it has one thread.
+
+    Equal stamps from two reads mean the process did not run in between. With more than
+    one thread (or unknown) the answer is None: another thread may have run unseen.
+    """
+    try:
+        # /proc/<pid>/task links to itself, its parent and one entry per thread.
+        if os.stat(f"/proc/{pid}/task").st_nlink != 3:
+            return None
+        fd = os.open(f"/proc/{pid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 256) or None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)

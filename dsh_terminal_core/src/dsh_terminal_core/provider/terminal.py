@@ -26,7 +26,7 @@ from .inspector import StdinProbe, TerminalIdentity, default_stdin_probe
 from .peer import flush_input, unread_input
 from .process_table import ProcessIdentity, ProcessTable, default_process_table
 from .procfs import read_stat
-from .taskfacts import executable_id, quietly_asleep, wake_count
+from .taskfacts import executable_id, quietly_asleep, run_stamp, wake_count
 from .teardown import TreeReaper
 from .types import ExitStatus, Foreground, OutputHandler, TerminalSpawnSpec
 
@@ -249,6 +249,15 @@ class LocalTerminalProcess:
         """
         return quietly_asleep(pid)
 
+    def run_stamp(self, pid: int) -> bytes | None:
+        """A stamp that changes whenever single-threaded ``pid`` runs; None when unknown.
+
+        None also for a process with more than one thread, or where no probe exists.
+        """
+        if self._terminal is None:
+            return None
+        return run_stamp(pid)
+
     def executable_id(self, pid: int) -> tuple[int, int] | None:
         """The (device, inode) of ``pid``'s executable, or None when unknown."""
         return executable_id(pid)
@@ -300,6 +309,17 @@ class LocalTerminalProcess:
         if pgid is None or pgid <= 0 or pgid == os.getpgrp():
             return None
         return pgid
+
+    def terminal_modes(self) -> tuple[bool, bool] | None:
+        """The terminal's (ECHO, ICANON) flags now; None when they cannot be read."""
+        fd = self._channel.fd
+        if fd is None:
+            return None
+        try:
+            lflag = termios.tcgetattr(fd)[3]
+        except (OSError, termios.error):
+            return None
+        return bool(lflag & termios.ECHO), bool(lflag & termios.ICANON)
 
     def inspect_foreground(self) -> Foreground | None:
         """Describe the foreground group: its id, whether it is reading, and the modes.

@@ -99,6 +99,10 @@ class TerminalProcess(Protocol):
 
     def inspect_foreground(self) -> Foreground | None: ...
 
+    def terminal_modes(self) -> tuple[bool, bool] | None:
+        """The terminal's (ECHO, ICANON) flags; None when unreadable."""
+        ...
+
     def foreground_pgid(self) -> int | None: ...
 
     def pending_output(self) -> int:
@@ -123,6 +127,10 @@ class TerminalProcess(Protocol):
 
     def quietly_asleep(self, pid: int) -> bool | None:
         """``pid`` sleeps with no signal pending; None when unknown."""
+        ...
+
+    def run_stamp(self, pid: int) -> bytes | None:
+        """Changes whenever single-threaded ``pid`` runs; None when unknown or threaded."""
         ...
 
     def executable_id(self, pid: int) -> tuple[int, int] | None:
