@@ -29,7 +29,7 @@ FULL: dict[str, int] = {
     "tp_lines": 2_000_000,
     "tp_warmup_lines": 20_000,
     "tp_iters": 5,
-    "conc_sessions": 64,
+    "conc_sessions": 256,
     "conc_sends": 100,
     "idle_sessions": 100,
 }

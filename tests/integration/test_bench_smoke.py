@@ -63,7 +63,7 @@ def test_quick_benchmark_completes_and_leaves_nothing(tmp_path: Path) -> None:
             assert set(reasons) == {"stdin_read"}, (scenario, level, reasons)
         assert scenarios["repl"][level]["repl_startup_wait_reason"] == "stdin_read"
     targets = {(t["target"], t["level"]) for t in report["targets"]}
-    assert len(targets) == 16 and all(t["met"] is not None for t in report["targets"])
+    assert len(targets) == 24 and all(t["met"] is not None for t in report["targets"])
     for key in ("nproc", "cpu_model", "kernel", "python"):
         assert report["machine"][key]
     assert "| target |" in result.stdout
