@@ -15,7 +15,7 @@ from tests.helpers import full_access
 _SAMPLES: list[object] = [
     None, True, False, 0, 1, -1, 2, 64, 65, 600000, 600001, 1.0, 1.5, -0.5, 1e300,
     float("nan"), "", "x", "SIGINT", "SIGKILL", "shell", "a" * 65, "a" * 4097, "é" * 64,
-    [], ["x"], [1], {}, {"a": 1},
+    [], ["x"], [1], ["enter", "x"], {}, {"a": 1}, {"name": "x"}, {"name": "x", "ask": "y"},
 ]  # fmt: skip
 
 
@@ -62,6 +62,10 @@ async def test_every_registered_tool_schema_compiles_and_never_accepts_more() ->
         ({"type": "object", "required": ["a"]}, {}),
         ({"type": "object", "properties": {}, "additionalProperties": False}, {"a": 1}),
         ({"type": "array", "items": {"type": "string"}}, ["a", 1]),
+        ({"type": "array", "minItems": 1}, []),
+        ({"type": "object", "minProperties": 1}, {}),
+        ({"type": "object", "maxProperties": 1}, {"a": 1, "b": 2}),
+        ({"type": "array", "maxItems": 1}, ["a", "b"]),
         ({"type": ["string", "null"]}, 1),
         ({"type": "object", "additionalProperties": {"type": "string"}}, {"a": 1}),
     ],

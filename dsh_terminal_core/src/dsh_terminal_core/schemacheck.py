@@ -34,6 +34,10 @@ _SUPPORTED = _ANNOTATIONS | {
     "minLength",
     "maxLength",
     "items",
+    "minItems",
+    "maxItems",
+    "minProperties",
+    "maxProperties",
 }
 
 
@@ -50,7 +54,7 @@ def compile_check(schema: object) -> Check | None:
         if type_check is None:
             return None
         checks.append(type_check)
-    for compiler in (_enum, _bounds, _lengths, _object, _items):
+    for compiler in (_enum, _bounds, _lengths, _object, _counts, _items):
         part = compiler(schema)
         if isinstance(part, bool):
             return None  # the keyword's value is outside the subset
@@ -168,10 +172,35 @@ def _object(schema: Mapping[str, Any]) -> Check | bool | None:
     return check
 
 
-def _items(schema: Mapping[str, Any]) -> Check | bool | None:
-    if "items" not in schema:
+def _counts(schema: Mapping[str, Any]) -> Check | bool | None:
+    low = schema.get("minProperties")
+    high = schema.get("maxProperties")
+    if low is None and high is None:
         return None
-    item = compile_check(schema["items"])
+    if not all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in (low, high)):
+        return False
+    return lambda value: (
+        not isinstance(value, dict)
+        or ((low is None or len(value) >= low) and (high is None or len(value) <= high))
+    )
+
+
+def _items(schema: Mapping[str, Any]) -> Check | bool | None:
+    low = schema.get("minItems")
+    high = schema.get("maxItems")
+    if "items" not in schema and low is None and high is None:
+        return None
+    if not all(b is None or (isinstance(b, int) and not isinstance(b, bool)) for b in (low, high)):
+        return False
+    item = compile_check(schema.get("items", True))
     if item is None:
         return False
-    return lambda value: not isinstance(value, list) or all(item(v) for v in value)
+
+    def check(value: object) -> bool:
+        if not isinstance(value, list):
+            return True  # array keywords apply to arrays only
+        if (low is not None and len(value) < low) or (high is not None and len(value) > high):
+            return False
+        return all(item(v) for v in value)
+
+    return check
