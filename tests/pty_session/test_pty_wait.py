@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 import pytest
 
@@ -36,11 +37,11 @@ async def test_wait_returns_the_lines_through_the_match_and_keeps_the_rest() -> 
         await agent.dispose()
 
 
-async def test_wait_wakes_on_output_that_arrives_later() -> None:
+async def test_wait_wakes_on_output_that_arrives_later(tmp_path: Path) -> None:
     async with Harness(config=full_access()) as h:
         agent = h.create_agent("w")
         sid = await _open(h, agent)
-        gate = "/tmp/.dsh-wait-gate-" + sid
+        gate = str(tmp_path / "gate")
         await h.ctx.pty.send(
             agent,
             sid,
