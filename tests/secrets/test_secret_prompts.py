@@ -249,3 +249,26 @@ async def test_fifty_prompts_in_a_row_each_get_the_secret_once(
                 assert f"p{index + 1}: " in typed.text
         assert "finished" in typed.text and typed.value["exitCode"] == 0
         await t.assert_never_shows(sid, TOKEN)
+
+
+async def test_a_hidden_prompt_inside_a_screen_session(
+    env_secrets: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with secret_harness({"env": env_secrets}) as h:
+        t = Transcript(h, h.create_agent("a"), caplog)
+        opened = await t.call("terminal_open", {"screen": True, "rows": 24, "cols": 80})
+        assert not opened.is_error, opened.text
+        sid = str(opened.value["sessionId"])
+        script = (
+            "import getpass, hashlib; print('\\033[?1049h', end=''); "
+            "p = getpass.getpass('Screen password: '); print('\\033[?1049l', end=''); "
+            "print('got', hashlib.sha256(p.encode()).hexdigest())"
+        )
+        await until_hidden(t, sid, f'python3 -c "{script}"')
+        typed = await t.call("terminal_send", {"sessionId": sid, "secret": {"name": "token"}})
+        assert not typed.is_error, typed.text
+        assert typed.value["exitCode"] == 0, typed.value
+        assert f"got {digest(TOKEN)}" in typed.text
+        screen = await t.call("terminal_read", {"sessionId": sid, "screen": True})
+        assert not screen.is_error, screen.text
+        await t.assert_never_shows(sid, TOKEN)
