@@ -38,6 +38,8 @@ async def _interrupt_then_send(signal: str) -> None:
             after = await send(h, agent, sid, f"echo after-{i}")
             assert (after.wait_reason, after.exit_code) == (WaitReason.STDIN_READ, 0), (i, after)
             assert _last_line(after.viewport) == f"after-{i}", (i, after.viewport)
+            # Nothing of the interrupted command's prompt either: exactly this output.
+            assert after.viewport == f"after-{i}\n", (i, after.viewport)
             # The interrupted command's status never leaks into a later send either.
             status = await send(h, agent, sid, "echo $?")
             assert (status.exit_code, status.viewport) == (0, "0\n"), (i, status)

@@ -36,6 +36,10 @@ from .scrollback import Scrollback
 
 __all__ = ["BashSession", "StartupFailed"]
 
+# How much output may precede the echo of a send's line: a shell's answer to an
+# interrupt of the previous command (a status line, blank lines, its prompt).
+_ANSWER_BOUND = 512
+
 
 class StartupFailed(TerminalError):
     """The shell exited or never became ready before its first prompt."""
@@ -557,6 +561,18 @@ class BashSession:
         if len(PROMPT) + len(line) >= self._config.cols - 1:
             return text  # readline echoes long lines in horizontal-scroll form
         echoed = line + "\n"
+        # The shell echoes the line behind the prompt that read it, before running it, so
+        # whatever precedes that echo came before this command ran: the shell answering
+        # an interrupt of the previous one ("Terminated", a blank line, that prompt) and
+        # the terminal's own echo of the line typed ahead of it.
+        prompted = PROMPT + echoed
+        if text.startswith(prompted):
+            return text[len(prompted) :]
+        # Only near the start: what comes before is a few short lines, and the command's
+        # own output further down may quote its prompt and line.
+        at = text.find("\n" + prompted, 0, _ANSWER_BOUND + len(prompted))
+        if at >= 0:
+            return text[at + 1 + len(prompted) :]
         return text[len(echoed) :] if text.startswith(echoed) else text
 
     async def _cancel_op(self, op: BashSendOperation) -> None:
