@@ -128,9 +128,15 @@ pip_install() {
 }
 if [ "$mode" = test ]; then
   say "[5/5] installing the distributions and the test tools into .venv (pip, ~1 min on first run)"
-  for tool in gdb gcc; do
+  # gdb and gcc for the gdb/MI consumer; full-screen programs for the screen-session tests.
+  for pair in gdb:gdb gcc:gcc vim:vim less:less top:procps dialog:dialog tput:ncurses-bin; do
+    tool=${pair%%:*} package=${pair#*:}
     if ! command -v "$tool" >/dev/null 2>&1; then
-      if have_apt && is_root; then apt_install "$tool"; else say "  $tool missing: its tests will be skipped"; fi
+      if have_apt && is_root; then
+        apt_install "$package" || say "  could not install $package: tests that use $tool will be skipped"
+      else
+        say "  $tool missing: its tests will be skipped (install $package)"
+      fi
     fi
   done
   # The ssh consumer's tests start a throwaway OpenSSH server and drive the client.
