@@ -43,7 +43,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-
 def _server() -> psutil.Process:
     pid = fork_server().pid
     assert pid is not None, "the fork server is not running"
@@ -273,25 +272,29 @@ async def test_a_killed_server_is_replaced_and_its_terminals_live_on(spawn: Spaw
     assert _gone(before.pid)
 
 
+def _signal_on_receive(monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, Any]:
+    """Make the client set an event when it starts waiting for the server's answer.
+
+    Returns the event and the real receive function, to put back with ``monkeypatch``.
+    """
+    waiting = asyncio.Event()
+    real_receive = forkclient._receive
+
+    async def gated(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> Any:
+        waiting.set()
+        return await real_receive(loop, sock)
+
+    monkeypatch.setattr(forkclient, "_receive", gated)
+    return waiting, real_receive
+
+
 async def test_a_server_killed_while_answering_is_replaced_and_the_open_retried(
     spawn: Spawn, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     await spawn(["true"])
     for _ in range(50):
         server = _server()
-        waiting = asyncio.Event()
-        real_receive = forkclient._receive
-
-        async def gated(
-            loop: asyncio.AbstractEventLoop,
-            sock: socket.socket,
-            waiting: asyncio.Event = waiting,
-            real_receive: Any = real_receive,
-        ) -> Any:
-            waiting.set()
-            return await real_receive(loop, sock)
-
-        monkeypatch.setattr(forkclient, "_receive", gated)
+        waiting, real_receive = _signal_on_receive(monkeypatch)
         server.suspend()  # holds the request unanswered
         try:
             task = asyncio.ensure_future(spawn(["sh", "-c", "exit 9"]))
@@ -313,19 +316,7 @@ async def test_a_cancelled_open_leaves_no_child_in_the_server(
     await spawn(["true"])
     server = _server()
     for _ in range(50):
-        waiting = asyncio.Event()
-        real_receive = forkclient._receive
-
-        async def gated(
-            loop: asyncio.AbstractEventLoop,
-            sock: socket.socket,
-            waiting: asyncio.Event = waiting,
-            real_receive: Any = real_receive,
-        ) -> Any:
-            waiting.set()
-            return await real_receive(loop, sock)
-
-        monkeypatch.setattr(forkclient, "_receive", gated)
+        waiting, real_receive = _signal_on_receive(monkeypatch)
         server.suspend()
         try:
             task = asyncio.ensure_future(spawn(["sleep", "100"]))

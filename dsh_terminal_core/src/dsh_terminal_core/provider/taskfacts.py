@@ -18,23 +18,20 @@ from __future__ import annotations
 import contextlib
 import os
 
+from .procfs import read_bytes
+
 __all__ = ["executable_id", "quietly_asleep", "run_stamp", "wake_count"]
 
 _VOLUNTARY = b"\nvoluntary_ctxt_switches:"
+# /proc/<pid>/status is about 1.5 KiB; one read of this size takes it whole.
+_STATUS_LIMIT = 8192
 
 
 def wake_count(pid: int) -> int | None:
     """Return ``pid``'s voluntary context switches, or None if they cannot be read."""
-    try:
-        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    data = read_bytes(f"/proc/{pid}/status", _STATUS_LIMIT)
+    if data is None:
         return None
-    try:
-        data = os.read(fd, 8192)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     start = data.find(_VOLUNTARY)
     if start < 0:
         return None
@@ -60,16 +57,9 @@ def quietly_asleep(pid: int) -> bool | None:
     A process woken by a signal still shows its old system call until it runs; its
     state (R) and its pending-signal masks tell that it is about to leave the wait.
     """
-    try:
-        fd = os.open(f"/proc/{pid}/status", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
+    data = read_bytes(f"/proc/{pid}/status", _STATUS_LIMIT)
+    if data is None:
         return None
-    try:
-        data = os.read(fd, 8192)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     fields: dict[bytes, bytes] = {}
     for line in data.split(b"\n"):
         name, _, value = line.partition(b":")
@@ -92,12 +82,6 @@ def run_stamp(pid: int) -> bytes | None:
         # /proc/<pid>/task links to itself, its parent and one entry per thread.
         if os.stat(f"/proc/{pid}/task").st_nlink != 3:
             return None
-        fd = os.open(f"/proc/{pid}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
         return None
-    try:
-        return os.read(fd, 256) or None
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+    return read_bytes(f"/proc/{pid}/schedstat", 256) or None
