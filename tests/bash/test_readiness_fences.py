@@ -67,9 +67,12 @@ async def test_type_ahead_settles_on_the_prompt_after_the_typed_command(tmp_path
             running = await send(h, agent, sid, f"read -r _ < {gate}; (exit 7)")
             assert running.wait_reason is WaitReason.TIMEOUT, (i, running)
             op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=f"echo second-{i}"))
-            # Open the gate once the typed-ahead line is written; at every such moment the
-            # gated command's prompt (exit 7) comes after the write and must not settle it.
-            await op.write_task  # type: ignore[attr-defined]
+            # Open the gate once the typed-ahead line is written (inside start_send when
+            # the terminal takes it whole, else by the write task); at every such moment
+            # the gated command's prompt (exit 7) comes after the write and must not
+            # settle it.
+            if op.write_task is not None:  # type: ignore[attr-defined]
+                await op.write_task  # type: ignore[attr-defined]
             fd = os.open(gate, os.O_WRONLY)
             os.write(fd, b"go\n")
             os.close(fd)

@@ -193,3 +193,39 @@ async def test_run_stamp_is_unknown_for_a_threaded_process(spawn: Spawn) -> None
     process = await spawn([sys.executable, "-c", script + "; sys.stdin.readline()"])
     await eventually(process.inspect_foreground, lambda f: f.input_waiting)
     assert process.run_stamp(process.pid) is None
+
+
+async def test_sole_member_tells_a_lone_reader_from_a_pipeline(spawn: Spawn) -> None:
+    process = await spawn(BASH)
+    output = Output(process)
+    await output.wait_count(PROMPT, 1)
+    # The shell at its prompt leads a group of one.
+    assert process.sole_member(process.pid)
+
+    await process.write("cat\n")
+    alone = await eventually(process.inspect_foreground, lambda f: _runs(f, "cat"))
+    assert process.sole_member(alone.process_group_id)
+    process.signal_foreground("SIGINT")
+    await output.wait_count(PROMPT, 2)
+
+    # A reader followed by a stage that still writes: the group is not its leader alone.
+    await process.write("cat | cat\n")
+    piped = await eventually(
+        process.inspect_foreground, lambda f: f.input_waiting and _runs(f, "cat")
+    )
+    assert not process.sole_member(piped.process_group_id)
+    process.signal_foreground("SIGINT")
+    await output.wait_count(PROMPT, 3)
+
+    # A reader with a child of its own (which may write) is not alone either.
+    await process.write("sh -c 'sleep 100 & read x'\n")
+    parent = await eventually(process.inspect_foreground, lambda f: f.input_waiting)
+    assert not process.sole_member(parent.process_group_id)
+    process.signal_foreground("SIGKILL", parent.process_group_id)
+    await output.wait_count(PROMPT, 4)
+
+
+async def test_sole_member_is_false_for_a_group_that_is_gone(spawn: Spawn) -> None:
+    process = await spawn(["/bin/true"])
+    await process.done
+    assert not process.sole_member(process.pid)

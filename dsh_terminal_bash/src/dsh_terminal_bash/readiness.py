@@ -18,13 +18,15 @@ the prompt path. The tiers, strongest evidence first:
 2. *exact stdin wait* (Linux) → ``stdin_read``: once output has paused, the foreground
    group is blocked reading the terminal. A group that was already waiting before the
    write must first be seen to have left that wait (its threads' wake counter moved); a
-   group that was not waiting then counts after ``exact_probe_after_ms``. The wait must
-   hold, with no output, nothing unread on the master and no input unread on the
-   terminal, across two looks
-   ``_CONFIRM_MS`` apart: a PTY hands a program's last write to the reader side through
-   a kernel work queue, so a program can already be blocked reading while its final
-   output is still in flight. For the shell's own group the hold is one poll interval,
-   so the prompt tier (which carries the exit code) wins whenever it can.
+   group that was not waiting then counts after ``exact_probe_after_ms``. No output
+   may be pending and no input unread. A PTY hands a program's last write to the
+   reader side through a kernel work queue, so a program can already be blocked
+   reading while its final output is in flight; the pending-output check flushes that
+   work and reads what it held, so a group whose leader is its only member settles at
+   the first look. A group with other members (a pipeline) must hold the wait,
+   output-free, for ``_CONFIRM_MS``: a later stage may still be writing. For the
+   shell's own group the hold is one poll interval, so the prompt tier (which carries
+   the exit code) wins whenever it can.
 3. *silence* → ``inferred_idle`` after ``idle_silence_ms`` without output
    (+ ``handoff_grace_ms`` once a marker was seen). During startup an empty silence
    never counts.
@@ -52,7 +54,8 @@ __all__ = ["Readiness", "ReadinessProbe", "Settlement"]
 # (poll_interval_ms) takes over.
 _BACKOFF_MS = (1, 2, 4, 8, 16, 32)
 
-# How long an exact stdin wait must hold, output-free, before it settles a send.
+# How long a wait must hold, output-free, when another member of the waiting group may
+# still be writing.
 _CONFIRM_MS = 2.0
 
 
@@ -112,6 +115,10 @@ class ReadinessProbe(Protocol):
 
     def pending_output(self) -> int:
         """Bytes already on the terminal that the reader has not delivered yet."""
+        ...
+
+    def sole_member(self, pgid: int) -> bool:
+        """Group ``pgid`` provably holds its leader alone."""
         ...
 
 
@@ -299,22 +306,30 @@ class Readiness:
                 return False  # still the wait from before the write: not new evidence
         elif self._loop.time() - self._started_at < self._config.exact_probe_after_ms / 1000:
             return False
-        now = self._loop.time()
-        if self._wait_seen_at is None:
-            self._wait_seen_at = now
-            self._arm_probe(_CONFIRM_MS)
-            return False
-        shell = foreground.process_group_id == self._probe.shell_group() or (
-            self._probe.is_protocol_shell(foreground.process_group_id)
-        )
+        pgid = foreground.process_group_id
+        shell = pgid == self._probe.shell_group() or self._probe.is_protocol_shell(pgid)
         if shell and self.cancelling:
             return False
-        hold_ms = _CONFIRM_MS
+        hold_ms = 0.0
         if shell:
+            # The shell's own read settles through this tier only after a poll interval,
+            # so the prompt tier (which carries the exit code) wins whenever it can.
             hold_ms = self._config.poll_interval_ms
-        if (now - self._wait_seen_at) * 1000 + 0.1 < hold_ms:
-            self._arm_probe(hold_ms - (now - self._wait_seen_at) * 1000)
-            return False
+        elif not self._probe.sole_member(pgid):
+            # Another member (a pipeline's next stage) may still be writing what the
+            # reader produced: the wait must hold, output-free, for a moment.
+            hold_ms = _CONFIRM_MS
+        if hold_ms:
+            now = self._loop.time()
+            if self._wait_seen_at is None:
+                self._wait_seen_at = now
+            held_ms = (now - self._wait_seen_at) * 1000
+            if held_ms + 0.1 < hold_ms:
+                self._arm_probe(hold_ms - held_ms)
+                return False
+        # The reader is blocked, so everything it wrote is already on the PTY: asking for
+        # pending output flushes the kernel's hand-over work and reads it, so "nothing
+        # pending" means its last write has arrived.
         if self._probe.pending_output():
             self._wait_seen_at = None
             return False

@@ -148,17 +148,14 @@ class BashSession:
         pid = self._prompt_shell(foreground)
         if pid is None:
             return None
-        # Read the wake counter on both sides of the syscall look, so that "reading" and
-        # the count describe one and the same wait.
-        runs = self._process.run_stamp(pid)
-        wakes = self._process.wake_count(pid)
-        if not self._process.is_reading_terminal(pid):
+        # The wake count comes with the look, read so that "reading" and the count
+        # describe one and the same wait.
+        wait = self._process.reader_wait(pid)
+        if wait is None:
             return None
-        if self._process.wake_count(pid) != wakes:
-            return None
-        if runs is not None and wakes is not None:
-            self._reader_proof = _ReaderProof(pid=pid, wakes=wakes, runs=runs)
-        return pid, wakes
+        if wait.stamp is not None and wait.wakes is not None:
+            self._reader_proof = _ReaderProof(pid=pid, wakes=wait.wakes, runs=wait.stamp)
+        return pid, wait.wakes
 
     def _foreground_before_write(self) -> Foreground | None:
         """The foreground as the stdin-wait tier must remember it from before the write.
@@ -252,6 +249,9 @@ class BashSession:
 
     def pending_output(self) -> int:
         return self._process.pending_output()
+
+    def sole_member(self, pgid: int) -> bool:
+        return self._process.sole_member(pgid)
 
     # -- output -----------------------------------------------------------------------
 
@@ -439,15 +439,42 @@ class BashSession:
         if waiting:
             showing = bool(self._markers) and self._sanitizer.prompt_tail == PROMPT
             readiness.on_wait_start(showing, self._sanitizer.last_marker_exit_code)
-        else:
+        elif self._interrupt_unanswered and request.secret is None and _types(request):
             op.write_task = asyncio.get_running_loop().create_task(self._write(op, request))
+        else:
+            self._write_at_once(op, request)
         return op
 
+    def _write_at_once(self, op: BashSendOperation, request: SendRequest) -> None:
+        """Write the input inside ``start_send`` when the terminal takes it whole.
+
+        That spares the loop turn a writing task costs on every send; what the terminal
+        does not take at once is written by a task.
+        """
+        payload = self._begin_write(op, request)
+        if payload is None:
+            return
+        try:
+            written = self._process.write_now(payload)
+        except Exception:  # a dead terminal settles through session_exit
+            written = len(payload)
+        if written < len(payload):
+            rest = payload[written:]
+            op.write_task = asyncio.get_running_loop().create_task(self._write_rest(op, rest))
+            return
+        self._write_finished(op)
+
     async def _write(self, op: BashSendOperation, request: SendRequest) -> None:
+        if self._interrupt_unanswered and _types(request) and not op.input_cancelled:
+            await self._answer_held_interrupt()
+        payload = self._begin_write(op, request)
+        if payload is not None:
+            await self._write_rest(op, payload)
+
+    def _begin_write(self, op: BashSendOperation, request: SendRequest) -> bytes | None:
+        """Fence the write and return the bytes to type; None when a secret was refused."""
         secret = request.secret
         payload = request.text + ("\r" if request.submit else "")
-        if self._interrupt_unanswered and payload and secret is None and not op.input_cancelled:
-            await self._answer_held_interrupt()
         # The write fence: output the terminal already holds (a prompt printed late after
         # an interrupt, a timeout or a cancel) was produced before this input and goes to
         # the scrollback only, never to this send's viewport or its readiness.
@@ -457,13 +484,16 @@ class BashSession:
             # was accepted. The secret is written raw, never through text handling.
             if op.input_cancelled or self._hidden_prompt_now() is None:
                 self._refuse_secret(op)
-                return
+                return None
             payload = secret.reveal() + "\r"
         op.collecting = not op.done.done()
         op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
         readiness = self._readiness
         if readiness is not None and self._op is op:
             readiness.on_write_start()
+        return payload.encode("utf-8") if not op.input_cancelled else b""
+
+    async def _write_rest(self, op: BashSendOperation, payload: bytes) -> None:
         try:
             if payload and not op.input_cancelled:
                 await self._process.write(payload)
@@ -771,6 +801,11 @@ def _not_at_secret_prompt(session_id: str) -> TerminalError:
         "once the result says inputHidden=true",
         "NOT_AT_SECRET_PROMPT",
     )
+
+
+def _types(request: SendRequest) -> bool:
+    """The send types something (an empty line counts)."""
+    return bool(request.text) or request.submit
 
 
 def _resolve(future: asyncio.Future[Settlement], settlement: Settlement) -> None:

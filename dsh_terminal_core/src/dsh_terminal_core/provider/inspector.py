@@ -13,7 +13,13 @@ from typing import Protocol
 
 import attrs
 
-__all__ = ["NullStdinProbe", "StdinProbe", "TerminalIdentity", "default_stdin_probe"]
+__all__ = [
+    "NullStdinProbe",
+    "ReaderWait",
+    "StdinProbe",
+    "TerminalIdentity",
+    "default_stdin_probe",
+]
 
 
 @attrs.frozen(kw_only=True)
@@ -31,6 +37,22 @@ class TerminalIdentity:
     path: str
 
 
+@attrs.frozen(kw_only=True)
+class ReaderWait:
+    """A process seen blocked reading the terminal, and what identifies that wait.
+
+    ``wakes`` is its main thread's wake count, read so that it describes this very wait
+    (None when unreadable): it moves once the process wakes. ``stamp`` is the thread's
+    run stamp (its scheduler statistics), unchanged while it stays in the wait, for a
+    single-threaded process only (None otherwise): as long as a later read of
+    ``/proc/<pid>/schedstat`` returns the same bytes, the process has not run, so it is
+    still in this wait.
+    """
+
+    wakes: int | None
+    stamp: bytes | None
+
+
 class StdinProbe(Protocol):
     """Answers whether processes are blocked reading a given terminal."""
 
@@ -40,6 +62,10 @@ class StdinProbe(Protocol):
 
     def process_reading(self, pid: int, terminal: TerminalIdentity) -> bool:
         """Return True only if some thread of ``pid`` is blocked reading ``terminal``."""
+        ...
+
+    def reader_wait(self, pid: int, terminal: TerminalIdentity) -> ReaderWait | None:
+        """Describe ``pid``'s wait if some thread of it is blocked reading ``terminal``."""
         ...
 
     def group_wait(self, pgid: int, terminal: TerminalIdentity) -> int | None:
@@ -61,6 +87,9 @@ class NullStdinProbe:
 
     def process_reading(self, pid: int, terminal: TerminalIdentity) -> bool:
         return False
+
+    def reader_wait(self, pid: int, terminal: TerminalIdentity) -> ReaderWait | None:
+        return None
 
     def group_wait(self, pgid: int, terminal: TerminalIdentity) -> int | None:
         return None

@@ -43,10 +43,11 @@ from collections.abc import Iterable
 import attrs
 
 from .channels import ChannelJudge
-from .inspector import TerminalIdentity
+from .inspector import ReaderWait, TerminalIdentity
 from .procfiles import ProcessFiles, epoll_entries
 from .procfs import PROC, iter_pids, read_bytes, read_stat, read_text
 from .syscalls import Limit, SyscallTable, Wait, WaitCall, current_table
+from .taskfacts import wake_count, wakes_in
 
 __all__ = ["SHORT_WAIT_NS", "LinuxStdinProbe"]
 
@@ -60,7 +61,6 @@ _MAX_SELECT_FDS = 1 << 20
 _ELF64_HEADER = b"\x7fELF\x02"
 _DEV_TTY = os.makedev(5, 0)  # /dev/tty: "my controlling terminal"
 _ELF_CACHE_MAX = 256
-_VOLUNTARY = "\nvoluntary_ctxt_switches:"
 
 
 @attrs.frozen
@@ -111,7 +111,32 @@ class LinuxStdinProbe:
 
     def process_reading(self, pid: int, terminal: TerminalIdentity) -> bool:
         """Return True only if some thread of ``pid`` is blocked reading ``terminal``."""
-        return self._process_wait(pid, terminal, count=False) is not None
+        return self.reader_wait(pid, terminal) is not None
+
+    def reader_wait(self, pid: int, terminal: TerminalIdentity) -> ReaderWait | None:
+        """Describe ``pid``'s wait if some thread of it is blocked reading ``terminal``.
+
+        A single-threaded process (a shell) costs one look: the run stamp that brackets
+        its thread's syscall line is the wait's stamp, and its wake count is in it. For
+        a threaded process the main thread's wake count is read on both sides of the
+        look, and a count that moved means the look saw no single wait (None).
+        """
+        if self._table is None:
+            return None
+        tids = self._threads(pid)
+        if tids is None:
+            return None
+        if tids == [str(pid)]:
+            stamps = self._reading_stamps(pid, tids, terminal, first_only=True)
+            if not stamps:
+                return None
+            return ReaderWait(wakes=wakes_in(stamps[0]), stamp=stamps[0])
+        before = wake_count(pid)
+        if not self._reading_stamps(pid, tids, terminal, first_only=True):
+            return None
+        if wake_count(pid) != before:
+            return None
+        return ReaderWait(wakes=before, stamp=None)
 
     def group_wait(self, pgid: int, terminal: TerminalIdentity) -> int | None:
         """Return the wake count if some member of ``pgid`` is reading ``terminal``, else None.
@@ -121,33 +146,52 @@ class LinuxStdinProbe:
         """
         if self._table is None or pgid <= 0:
             return None
-        found = self._process_wait(pgid, terminal, count=True)
+        found = self._member_wait(pgid, terminal)
         if found is not None:
             return found
         for pid in sorted(self._members(pgid)):
-            found = self._process_wait(pid, terminal, count=True)
+            found = self._member_wait(pid, terminal)
             if found is not None:
                 return found
         return None
 
-    def _process_wait(self, pid: int, terminal: TerminalIdentity, *, count: bool) -> int | None:
-        """Summed voluntary switches of ``pid``'s threads reading ``terminal`` (0 unless
-        ``count``), or None if none is reading."""
-        if self._table is None or not self._is_64bit(pid):
+    def _member_wait(self, pid: int, terminal: TerminalIdentity) -> int | None:
+        """Summed wake counts of ``pid``'s threads reading ``terminal``; None if none is."""
+        if self._table is None:
             return None
+        tids = self._threads(pid)
+        if tids is None:
+            return None
+        stamps = self._reading_stamps(pid, tids, terminal, first_only=False)
+        if not stamps:
+            return None
+        return sum(wakes_in(stamp) or 0 for stamp in stamps)
+
+    def _threads(self, pid: int) -> list[str] | None:
+        """``pid``'s thread ids; one ``stat`` when it has a single thread (the common case:
+        ``/proc/<pid>/task`` then links to itself, its parent and one thread)."""
+        task = f"{self._proc}/{pid}/task"
         try:
-            tids = os.listdir(f"{self._proc}/{pid}/task")
+            if os.stat(task).st_nlink == 3:
+                return [str(pid)]
+            return os.listdir(task)
         except OSError:
             return None
-        wakes: int | None = None
+
+    def _reading_stamps(
+        self, pid: int, tids: list[str], terminal: TerminalIdentity, *, first_only: bool
+    ) -> list[bytes]:
+        """The run stamps of ``pid``'s threads seen blocked reading ``terminal``."""
+        stamps: list[bytes] = []
         with ProcessFiles(pid, self._proc) as files:
             look = _Look(self, files, terminal)
             for tid in tids:
-                if look.thread_reading(tid):
-                    if not count:
-                        return 0
-                    wakes = (wakes or 0) + self._voluntary_switches(pid, tid)
-        return wakes
+                stamp = look.reading_stamp(tid)
+                if stamp is not None:
+                    stamps.append(stamp)
+                    if first_only:
+                        break
+        return stamps
 
     def _members(self, pgid: int) -> Iterable[int]:
         for pid in iter_pids(self._proc):
@@ -157,23 +201,13 @@ class LinuxStdinProbe:
             if stat is not None and stat.pgrp == pgid:
                 yield pid
 
-    def _voluntary_switches(self, pid: int, tid: str) -> int:
-        status = read_text(f"{self._proc}/{pid}/task/{tid}/status")
-        if status is not None:
-            start = status.find(_VOLUNTARY)
-            if start >= 0:
-                start += len(_VOLUNTARY)
-                end = status.find("\n", start)
-                try:
-                    return int(status[start : end if end >= 0 else len(status)])
-                except ValueError:
-                    return 0
-        return 0
+    def is_64bit(self, pid: int) -> bool:
+        """True if ``pid`` runs a 64-bit executable (its syscall numbers are the table's).
 
-    def _is_64bit(self, pid: int) -> bool:
-        # A 32-bit (compat) process reports syscall numbers from another table. The
-        # answer belongs to the executable, so it is remembered per file: one stat per
-        # probe instead of reading the ELF header every time.
+        A 32-bit (compat) process reports syscall numbers from another table. The answer
+        belongs to the executable, so it is remembered per file: one stat per probe
+        instead of reading the ELF header every time.
+        """
         path = f"{self._proc}/{pid}/exe"
         try:
             st = os.stat(path)
@@ -200,34 +234,40 @@ class _Look:
     ) -> None:
         assert probe._table is not None
         self._table = probe._table
+        self._is_64bit = probe.is_64bit
         self._channels = probe._channels
         self._proc = probe._proc
         self._files = files
         self._terminal = terminal
         self._refers: dict[int, bool] = {}
 
-    def thread_reading(self, tid: str) -> bool:
-        """True if thread ``tid`` is blocked reading the terminal in a wait that is proof.
+    def reading_stamp(self, tid: str) -> bytes | None:
+        """Thread ``tid``'s run stamp if it is blocked reading the terminal in a wait that
+        is proof; None otherwise.
 
-        The thread's scheduler statistics are read before its syscall line and again at
-        the end: unchanged, the thread did not run in between, so the syscall line, the
-        descriptor sets and the timeout read from its memory all belong to one wait. (A
-        thread that re-enters ``select`` rewrites its sets first, usually with the same
-        syscall line, so the line alone cannot tell.)
+        The stamp (the thread's scheduler statistics) is read before its syscall line
+        and again at the end: unchanged, the thread did not run in between, so the
+        syscall line, the descriptor sets and the timeout read from its memory all belong
+        to one wait. (A thread that re-enters ``select`` rewrites its sets first, usually
+        with the same syscall line, so the line alone cannot tell.)
         """
         before = self._runs(tid)
         if before is None:
-            return False
+            return None
         line = read_text(f"{self._proc}/{self._files.pid}/task/{tid}/syscall")
         if line is None:
-            return False
+            return None
         parsed = _parse_syscall(line)
         if parsed is None:
-            return False
-        number, args = parsed
+            return None
+        number, args, stack = parsed
+        # A stack above 4 GiB is a 64-bit process's (a compat task's registers are 32
+        # bits wide), which spares the executable check in nearly every look.
+        if stack <= 0xFFFFFFFF and not self._is_64bit(self._files.pid):
+            return None
         call = self._table.waits.get(number)
         if call is None:
-            return False
+            return None
         if call.kind is Wait.READ:
             proof = self.refers(args[0])
         else:
@@ -238,7 +278,9 @@ class _Look:
                 and not self._ends_soon(call, args)
                 and self._channels.only_own(self._files, waits.wakes, self.refers)
             )
-        return proof and self._runs(tid) == before
+        if proof and self._runs(tid) == before:
+            return before
+        return None
 
     def _runs(self, tid: str) -> bytes | None:
         """Something that changes whenever the thread runs: its scheduler statistics
@@ -377,16 +419,18 @@ def _pty_number(master_fd: int, request: int) -> int | None:
     return int(struct.unpack("I", raw)[0])
 
 
-def _parse_syscall(line: str) -> tuple[int, list[int]] | None:
-    """Parse ``nr arg0..arg5 sp pc``; None when running, not in a syscall, or malformed."""
+def _parse_syscall(line: str) -> tuple[int, list[int], int] | None:
+    """Parse ``nr arg0..arg5 sp pc`` into the number, the arguments and the stack
+    pointer; None when running, not in a syscall, or malformed."""
     fields = line.split()
-    if len(fields) < 7 or fields[0] == "running":
+    if len(fields) < 9 or fields[0] == "running":
         return None
     try:
         number = int(fields[0])
         args = [int(field, 16) for field in fields[1:7]]
+        stack = int(fields[7], 16)
     except ValueError:
         return None
     if number < 0:
         return None
-    return number, args
+    return number, args, stack

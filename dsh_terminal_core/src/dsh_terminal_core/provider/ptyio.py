@@ -130,6 +130,28 @@ class PtyChannel:
                 else:
                     await self._writable(fd)
 
+    def write_now(self, data: bytes) -> int:
+        """Write what the terminal takes of ``data`` at once, without waiting; return the count.
+
+        0 when another write is in progress (its turn comes first). A caller that gets
+        less than all of ``data`` writes the rest with :meth:`write` before anything else.
+
+        Raises:
+            TerminalError: ``TERMINAL_CLOSED`` if the master is closed or the slave side
+                is gone.
+        """
+        if self._write_lock.locked() or not data:
+            return 0
+        fd = self._require_fd()
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError as exc:
+            raise TerminalError(
+                f"cannot write to the terminal: {exc.strerror}", "TERMINAL_CLOSED"
+            ) from exc
+
     def resize(self, rows: int, cols: int) -> None:
         """Set the window size; the kernel sends SIGWINCH to the foreground group."""
         fd = self._require_fd()

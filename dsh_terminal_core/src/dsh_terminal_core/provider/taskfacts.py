@@ -1,14 +1,18 @@
 """Two facts about a process that readiness compares over time, read from ``/proc``.
 
-* ``wake_count``: the voluntary context switches of its main thread. A process blocked
-  in a read wait has the same count until it wakes; a count that moved between two looks
-  means it woke (read something, handled a signal) and blocked again in between.
+* ``wake_count``: how often its main thread was scheduled to run (the third field of
+  its scheduler statistics; its voluntary context switches where the kernel keeps no
+  such statistics). A process blocked in a read wait has the same count until it wakes;
+  a count that moved between two looks means it woke (read something, handled a
+  signal) and blocked again in between.
 * ``executable_id``: the (device, inode) of its executable, to tell whether a process is
   another instance of a given program (a shell started inside the shell).
 
 * ``run_stamp``: something that changes whenever a single-threaded process runs (its
   scheduler statistics), so a wait proven once is known to be the same wait later
   without looking at the process's system call again.
+* ``sole_member``: whether a process group provably holds its leader alone, so no
+  other member can still be writing output after the leader was seen waiting.
 
 Each returns None when the process is gone or unreadable, and everywhere but Linux.
 """
@@ -18,9 +22,16 @@ from __future__ import annotations
 import contextlib
 import os
 
-from .procfs import read_bytes
+from .procfs import read_bytes, read_stat
 
-__all__ = ["executable_id", "quietly_asleep", "run_stamp", "wake_count"]
+__all__ = [
+    "executable_id",
+    "quietly_asleep",
+    "run_stamp",
+    "sole_member",
+    "wake_count",
+    "wakes_in",
+]
 
 _VOLUNTARY = b"\nvoluntary_ctxt_switches:"
 # /proc/<pid>/status is about 1.5 KiB; one read of this size takes it whole.
@@ -28,17 +39,30 @@ _STATUS_LIMIT = 8192
 
 
 def wake_count(pid: int) -> int | None:
-    """Return ``pid``'s voluntary context switches, or None if they cannot be read."""
+    """Return ``pid``'s wake count (see the module docstring), or None if unreadable."""
+    stamp = read_bytes(f"/proc/{pid}/schedstat", 256)
+    if stamp:
+        return wakes_in(stamp)
     data = read_bytes(f"/proc/{pid}/status", _STATUS_LIMIT)
     if data is None:
         return None
     start = data.find(_VOLUNTARY)
-    if start < 0:
-        return None
-    start += len(_VOLUNTARY)
-    end = data.find(b"\n", start)
+    return wakes_in(data[start + 1 :]) if start >= 0 else None
+
+
+def wakes_in(stamp: bytes) -> int | None:
+    """The wake count inside a run stamp: the scheduler statistics' time-slice count, or
+    the voluntary switches of a ``voluntary_ctxt_switches:`` line."""
+    if stamp.startswith(_VOLUNTARY[1:]):
+        end = stamp.find(b"\n")
+        field = stamp[len(_VOLUNTARY) - 1 : end if end >= 0 else len(stamp)]
+    else:
+        fields = stamp.split()
+        if len(fields) < 3:
+            return None
+        field = fields[2]
     with contextlib.suppress(ValueError):
-        return int(data[start : end if end >= 0 else len(data)])
+        return int(field)
     return None
 
 
@@ -85,3 +109,43 @@ def run_stamp(pid: int) -> bytes | None:
     except OSError:
         return None
     return read_bytes(f"/proc/{pid}/schedstat", 256) or None
+
+
+def sole_member(pgid: int) -> bool:
+    """True only if process group ``pgid`` provably consists of its leader alone.
+
+    The leader has no children (no thread of it lists any), and no other child of the
+    leader's parent is in the group: a pipeline's members are siblings forked by the
+    shell, and a program's helpers are its children. False whenever anything is
+    unreadable (``/proc/<pid>/task/<tid>/children`` needs ``CONFIG_PROC_CHILDREN``).
+    """
+    leader = read_stat(pgid)
+    if leader is None or leader.pgrp != pgid:
+        return False
+    own = _children(pgid)
+    if own is None or own:
+        return False
+    siblings = _children(leader.ppid)
+    if siblings is None:
+        return False
+    for sibling in siblings:
+        if sibling != pgid:
+            stat = read_stat(sibling)
+            if stat is None or stat.pgrp == pgid:
+                return False
+    return True
+
+
+def _children(pid: int) -> list[int] | None:
+    """The children of every thread of ``pid``; None when unreadable."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    children: list[int] = []
+    for tid in tids:
+        listed = read_bytes(f"/proc/{pid}/task/{tid}/children")
+        if listed is None:
+            return None
+        children.extend(int(child) for child in listed.split())
+    return children

@@ -22,11 +22,11 @@ from ..errors import TerminalError, UnsupportedPlatform
 from ..signals import FOREGROUND_SIGNALS
 from . import hostexit, hostguard
 from .env import child_environment
-from .inspector import StdinProbe, TerminalIdentity, default_stdin_probe
+from .inspector import ReaderWait, StdinProbe, TerminalIdentity, default_stdin_probe
 from .peer import flush_input, unread_input
 from .process_table import ProcessIdentity, ProcessTable, default_process_table
 from .procfs import read_stat
-from .taskfacts import executable_id, quietly_asleep, run_stamp, wake_count
+from .taskfacts import executable_id, quietly_asleep, run_stamp, sole_member, wake_count
 from .teardown import TreeReaper
 from .types import ExitStatus, Foreground, OutputHandler, TerminalSpawnSpec
 
@@ -236,7 +236,7 @@ class LocalTerminalProcess:
         return flush_input(fd) if fd is not None else False
 
     def wake_count(self, pid: int) -> int | None:
-        """``pid``'s voluntary context switches: a count that moved means it woke up.
+        """``pid``'s wake count (how often it was scheduled): a count that moved means it woke.
 
         None when unknown (the process is gone, not Linux).
         """
@@ -262,6 +262,16 @@ class LocalTerminalProcess:
         """The (device, inode) of ``pid``'s executable, or None when unknown."""
         return executable_id(pid)
 
+    def sole_member(self, pgid: int) -> bool:
+        """True only if group ``pgid`` provably holds its leader alone (Linux).
+
+        Once that leader is seen blocked reading, no other member can still be producing
+        output for the terminal. False where no exact probe exists or anything is unknown.
+        """
+        if self._terminal is None:
+            return False
+        return sole_member(pgid)
+
     async def write(self, data: str | bytes) -> None:
         """Write ``data`` (str is UTF-8 encoded) in full, with backpressure.
 
@@ -273,6 +283,18 @@ class LocalTerminalProcess:
         """
         payload = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         await self._channel.write(payload)
+
+    def write_now(self, data: bytes) -> int:
+        """Write what the terminal takes of ``data`` at once, without waiting; the count.
+
+        Spares a loop turn when the input fits, which it nearly always does. 0 while
+        another write is in progress. A caller that gets less than all of ``data`` must
+        write the rest with :meth:`write` before any other write.
+
+        Raises:
+            TerminalError: ``TERMINAL_CLOSED`` once the terminal is closed or hung up.
+        """
+        return self._channel.write_now(data)
 
     def resize(self, rows: int, cols: int) -> None:
         """Set the terminal's window size.
@@ -356,6 +378,13 @@ class LocalTerminalProcess:
         if self._terminal is None or self._channel.fd is None:
             return False
         return self._probe.process_reading(pid, self._terminal)
+
+    def reader_wait(self, pid: int) -> ReaderWait | None:
+        """``pid``'s wait, with its wake count and run stamp, if it is blocked reading this
+        terminal; None otherwise and wherever no exact probe exists."""
+        if self._terminal is None or self._channel.fd is None:
+            return None
+        return self._probe.reader_wait(pid, self._terminal)
 
     def set_shell_process_group(self, pgid: int) -> None:
         """Record the shell's own process group (learned from its first prompt).

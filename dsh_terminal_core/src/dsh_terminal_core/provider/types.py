@@ -8,6 +8,8 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
+from .inspector import ReaderWait
+
 __all__ = [
     "ExitStatus",
     "Foreground",
@@ -55,9 +57,10 @@ class Foreground:
 
     ``input_waiting`` is exact on Linux (a member is blocked reading the terminal) and
     always False where no probe exists. ``echo`` and ``canonical`` are the terminal's
-    ECHO and ICANON flags. ``wake_count`` is the summed voluntary context switches of the
-    threads found waiting: when it moves between two looks at the same waiting group,
-    that group woke up (read something) and went back to waiting in between.
+    ECHO and ICANON flags. ``wake_count`` is the summed wake counts (how often each was
+    scheduled to run) of the threads found waiting: when it moves between two looks at
+    the same waiting group, that group woke up (read something) and went back to waiting
+    in between.
     """
 
     process_group_id: int
@@ -89,6 +92,10 @@ class TerminalProcess(Protocol):
     def set_output_handler(self, handler: OutputHandler | None) -> None: ...
 
     async def write(self, data: str | bytes) -> None: ...
+
+    def write_now(self, data: bytes) -> int:
+        """Write what the terminal takes at once; the count (0 while another write runs)."""
+        ...
 
     @property
     def exact_input_probe(self) -> bool:
@@ -122,7 +129,7 @@ class TerminalProcess(Protocol):
         ...
 
     def wake_count(self, pid: int) -> int | None:
-        """``pid``'s voluntary context switches; None when unknown."""
+        """``pid``'s wake count (moves whenever it wakes); None when unknown."""
         ...
 
     def quietly_asleep(self, pid: int) -> bool | None:
@@ -137,7 +144,15 @@ class TerminalProcess(Protocol):
         """The (device, inode) of ``pid``'s executable; None when unknown."""
         ...
 
+    def sole_member(self, pgid: int) -> bool:
+        """Group ``pgid`` provably holds its leader alone; False when unknown."""
+        ...
+
     def is_reading_terminal(self, pid: int) -> bool: ...
+
+    def reader_wait(self, pid: int) -> ReaderWait | None:
+        """``pid``'s wait if it is blocked reading the terminal; None otherwise or unknown."""
+        ...
 
     def set_shell_process_group(self, pgid: int) -> None: ...
 
