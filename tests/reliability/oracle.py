@@ -35,11 +35,32 @@ from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import SendRequest, SendResult, SpawnRequest, WaitReason
 
-__all__ = ["OracleReport", "run_oracle"]
+__all__ = ["OracleReport", "run_oracle", "without_cut_echo"]
 
 _TOKEN = re.compile(r"\bfg-\d+-\d+\b")
 _BACKGROUND_NOISE = re.compile(r"\bbg-\d+-\d+\b|^\[\d+\][+-]? +Done|^dsh> $")
 _STDIN = WaitReason.STDIN_READ
+_PROMPT = "dsh> "
+
+
+def without_cut_echo(viewport: str, typed: str) -> str:
+    """``viewport`` without the echo of ``typed`` that a cancel cut short.
+
+    A cancel that lands while bash is part-way through reading its line flushes the
+    unread rest; bash echoed the part it read, and the interrupt that drops that part
+    from its line editor prints ``^C`` right behind it. That echo ends anywhere, even
+    inside the line's own token (``echo fg-0-7^C`` of ``echo fg-0-773``), so it is
+    taken out before tokens are counted. Only a line that is exactly a prefix of
+    ``typed`` (after the prompt, if the line shows one) followed by ``^C`` is.
+    """
+    kept = []
+    for line in viewport.split("\n"):
+        echoed, interrupt, rest = line.partition("^C")
+        echoed = echoed.removeprefix(_PROMPT)
+        if interrupt and echoed and typed.startswith(echoed):
+            line = interrupt + rest
+        kept.append(line)
+    return "\n".join(kept)
 
 
 @attrs.define
@@ -108,8 +129,12 @@ class _Stream:
         own: str | None = None,
         must_end_with_own: bool = False,
         allowed: frozenset[str] = frozenset(),
+        typed: str | None = None,
     ) -> None:
-        """Count one settlement as right, wrong or unexpected."""
+        """Count one settlement as right, wrong or unexpected.
+
+        ``typed`` is the line of a cancelled send, whose echo the cancel may cut short.
+        """
         self.report.operations += 1
         self.report.kinds[kind] += 1
         problems: list[str] = []
@@ -126,7 +151,8 @@ class _Stream:
         if result.wait_reason is _STDIN:
             if result.exit_code is not None and result.exit_code not in codes:
                 problems.append(f"exit code {result.exit_code}, allowed {sorted(codes)}")
-            tokens = set(_TOKEN.findall(result.viewport))
+            shown = result.viewport if typed is None else without_cut_echo(result.viewport, typed)
+            tokens = set(_TOKEN.findall(shown))
             foreign = tokens - allowed - ({own} if own else set())
             if foreign:
                 problems.append(f"tokens of other commands {sorted(foreign)}")
@@ -147,6 +173,7 @@ class _Stream:
             self.report.failures.append(
                 f"stream {self.index} op {self.report.kinds[kind]} {kind}: "
                 + "; ".join(problems)
+                + (f" (own {own})" if own else "")
                 + f" | viewport {result.viewport[-160:]!r}"
             )
 
@@ -227,7 +254,8 @@ async def _type_ahead(s: _Stream) -> None:
 async def _cancel(s: _Stream) -> None:
     own, code = s.token(), s.rng.choice((0, 8))
     seconds = s.rng.choice((0, 0.05, 0.2, 5))
-    request = SendRequest(text=f"sleep {seconds}; echo {own}; (exit {code})")
+    typed = f"sleep {seconds}; echo {own}; (exit {code})"
+    request = SendRequest(text=typed)
     op = s.harness.ctx.terminals.start_send(s.agent, s.session_id, request)
     for _ in range(s.rng.randint(0, 4)):
         await asyncio.sleep(0)
@@ -236,7 +264,14 @@ async def _cancel(s: _Stream) -> None:
     await op.cancel()
     result: SendResult = await op.done
     s.stray.add(own)
-    s.judge("cancel", result, codes=frozenset({130, code}), own=own, allowed=frozenset(s.stray))
+    s.judge(
+        "cancel",
+        result,
+        codes=frozenset({130, code}),
+        own=own,
+        allowed=frozenset(s.stray),
+        typed=typed,
+    )
     s.status = (
         frozenset({result.exit_code}) if result.exit_code is not None else s.status | {130, code}
     )
