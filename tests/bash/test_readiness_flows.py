@@ -11,15 +11,20 @@ import asyncio
 import os
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
+from dsh_terminal_core.agents import Agent
+from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import SendRequest, WaitReason
 
 from ..helpers import harness, open_shell, send
 
 ROUNDS = 50
 STDIN = WaitReason.STDIN_READ
+# Long enough for bash to reach the held point of its line on a loaded machine.
+CUT_LINE_BUDGET_MS = 600
 
 
 def _last_line(viewport: str) -> str:
@@ -62,6 +67,78 @@ async def test_cancel_interrupts_a_command_that_takes_the_foreground_late() -> N
             result = await op.done
             assert (result.wait_reason, result.exit_code) == (STDIN, 130), (i, result)
             assert f"not-{i}" not in result.viewport.split("\n"), (i, result.viewport)
+
+
+async def _hold_line_editor(h: Harness, agent: Agent, sid: str, held: Path, gate: Path) -> None:
+    """Bind Ctrl-T to a command that reports through ``held`` and blocks on ``gate``.
+
+    Typed inside a line, Ctrl-T keeps bash busy between two reads of that line, with the
+    part before it read into its line editor and the rest still unread on the terminal.
+    """
+    os.mkfifo(held)
+    os.mkfifo(gate)
+    bound = await send(
+        h, agent, sid, f"bind -x '\"\\C-t\": echo held > {held}; read -r _ < {gate}'"
+    )
+    assert (bound.wait_reason, bound.exit_code) == (STDIN, 0), bound
+
+
+async def test_cancel_while_bash_is_busy_inside_its_line_drops_the_part_it_read(
+    tmp_path: Path,
+) -> None:
+    held, gate = tmp_path / "held", tmp_path / "gate"
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        await _hold_line_editor(h, agent, sid, held, gate)
+        for i in range(ROUNDS):
+            line = f"echo part-{i}\x14; echo rest-{i}; (exit 3)"
+            op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=line))
+            # Bash has read `echo part-N` and is busy; the rest of the line is unread.
+            assert await asyncio.to_thread(held.read_text) == "held\n"
+            await op.cancel()
+            # Back at its read with `echo part-N` in its line editor: only now may the
+            # cancel interrupt it, and the send settles on the prompt that answers that.
+            await asyncio.to_thread(gate.write_text, "go\n")
+            result = await op.done
+            assert (result.wait_reason, result.exit_code) == (STDIN, 130), (i, result)
+            lines = result.viewport.split("\n")
+            assert f"part-{i}" not in lines and f"rest-{i}" not in lines, (i, result.viewport)
+            assert lines[-2:] == [f"dsh> echo part-{i}^C", ""], (i, result.viewport)
+            # Nothing of the line is left in the editor to run joined to the next one.
+            after = await send(h, agent, sid, f"echo next-{i}")
+            assert (after.wait_reason, after.exit_code) == (STDIN, 0), (i, after)
+            assert after.viewport == f"next-{i}\n", (i, after.viewport)
+
+
+async def test_cancel_outlived_by_a_busy_shell_still_drops_the_part_it_read(
+    tmp_path: Path,
+) -> None:
+    held, gate = tmp_path / "held", tmp_path / "gate"
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        await _hold_line_editor(h, agent, sid, held, gate)
+        for i in range(ROUNDS):
+            # The send's budget runs out while bash is still busy inside the line it was
+            # reading when the cancel flushed the rest of it (the budget is what this
+            # flow is about; the silence tier ends such a send the same way, later).
+            line = f"echo part-{i}\x14; echo rest-{i}; (exit 3)"
+            op = h.ctx.terminals.start_send(
+                agent, sid, SendRequest(text=line, timeout_ms=CUT_LINE_BUDGET_MS)
+            )
+            assert await asyncio.to_thread(held.read_text) == "held\n"
+            assert not op.done.done(), (i, "the budget ran out before the cancel")
+            await op.cancel()
+            result = await op.done
+            assert (result.wait_reason, result.exit_code) == (WaitReason.TIMEOUT, None), (i, result)
+            assert f"part-{i}" not in result.viewport.split("\n"), (i, result.viewport)
+            await asyncio.to_thread(gate.write_text, "go\n")
+            # The next line is typed only once the part read before the cancel was
+            # dropped: it runs alone, with its own exit code and output.
+            after = await send(h, agent, sid, f"echo next-{i}; (exit 5)")
+            assert (after.wait_reason, after.exit_code) == (STDIN, 5), (i, after)
+            assert after.viewport == f"next-{i}\n", (i, after.viewport)
 
 
 async def test_exit_code_survives_a_bare_carriage_return() -> None:

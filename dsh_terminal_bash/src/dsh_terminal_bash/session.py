@@ -439,7 +439,7 @@ class BashSession:
         if waiting:
             showing = bool(self._markers) and self._sanitizer.prompt_tail == PROMPT
             readiness.on_wait_start(showing, self._sanitizer.last_marker_exit_code)
-        elif self._interrupt_unanswered and request.secret is None and _types(request):
+        elif self._must_wait_to_type() and request.secret is None and _types(request):
             op.write_task = asyncio.get_running_loop().create_task(self._write(op, request))
         else:
             self._write_at_once(op, request)
@@ -464,7 +464,16 @@ class BashSession:
             return
         self._write_finished(op)
 
+    def _must_wait_to_type(self) -> bool:
+        """A SIGINT to the shell is unanswered, or a cancel is still in force."""
+        return self._interrupt_unanswered or any(not task.done() for task in self._enforcers)
+
     async def _write(self, op: BashSendOperation, request: SendRequest) -> None:
+        # A cancel still in force (a line it cut short may still sit in the shell's line
+        # editor) finishes before this input is typed behind that line.
+        unfinished = {task for task in self._enforcers if not task.done()}
+        if unfinished:
+            await asyncio.wait(unfinished)
         if self._interrupt_unanswered and _types(request) and not op.input_cancelled:
             await self._answer_held_interrupt()
         payload = self._begin_write(op, request)
@@ -656,9 +665,44 @@ class BashSession:
             delay_ms = min(delay_ms * 2, float(self._config.poll_interval_ms))
             if not self._cancel_over(op):
                 self._interrupt(state)
+        if self._may_hold_cut_line(op, state):
+            await self._drop_cut_line(state)
 
     def _cancel_over(self, op: BashSendOperation) -> bool:
-        return op.done.done() or self._status.kind == "exited" or self._closing
+        return op.done.done() or self._ended()
+
+    def _ended(self) -> bool:
+        return self._status.kind == "exited" or self._closing
+
+    def _may_hold_cut_line(self, op: BashSendOperation, state: _CancelState) -> bool:
+        """The send settled while the shell may still hold the part of the line it read.
+
+        A shell busy between two reads when the rest of its line was flushed keeps the
+        part it read in its line editor until an interrupt at its next read drops it.
+        That interrupt is what ends such a cancel, unless the send settled first: on
+        silence or its deadline, the shell staying busy that long. A prompt (its line
+        editor was empty) or an interrupted command (the shell had taken the whole line)
+        proves nothing was left.
+        """
+        if self._ended() or state.markers_at_signal is not None or state.command_signalled:
+            return False
+        if op.done.cancelled() or op.done.exception() is not None:
+            return False
+        return op.done.result().wait_reason in (WaitReason.INFERRED_IDLE, WaitReason.TIMEOUT)
+
+    async def _drop_cut_line(self, state: _CancelState) -> None:
+        """Interrupt the shell at its next read, which drops the line a cancel cut short.
+
+        Until then the next send waits (see ``_write``): typed behind that part of a
+        line, its input would run joined to it.
+        """
+        delay_ms = 1.0
+        while not self._ended():
+            self._interrupt(state)
+            if state.markers_at_signal is not None:
+                return
+            await asyncio.sleep(delay_ms / 1000)
+            delay_ms = min(delay_ms * 2, float(self._config.poll_interval_ms))
 
     def _interrupt(self, state: _CancelState) -> None:
         """SIGINT the foreground group if this cancel has not reached it yet."""
@@ -684,6 +728,8 @@ class BashSession:
             state.groups.add(self._process.signal_foreground("SIGINT", foreground))
             if self._prompt_shell(foreground) is not None:
                 self._interrupt_unanswered = True
+            else:
+                state.command_signalled = True
 
     # -- read, signal, close ----------------------------------------------------------
 
@@ -792,6 +838,8 @@ class _CancelState:
     groups: set[int] = attrs.field(factory=set)
     shell_signalled_at: float | None = None
     markers_at_signal: int | None = None
+    # A command (not a shell) got the SIGINT: the shell had read the whole line.
+    command_signalled: bool = False
 
 
 def _not_at_secret_prompt(session_id: str) -> TerminalError:
