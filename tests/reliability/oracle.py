@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from dsh_terminal_core.agents import Agent
+from dsh_terminal_core.errors import TerminalError
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import SendRequest, SendResult, SpawnRequest, WaitReason
 
@@ -224,7 +225,15 @@ async def _wait(s: _Stream) -> None:
 
 
 async def _sigint(s: _Stream) -> None:
-    await s.harness.ctx.terminals.signal(s.agent, s.session_id, "SIGINT")
+    try:
+        await s.harness.ctx.terminals.signal(s.agent, s.session_id, "SIGINT")
+    except TerminalError as exc:
+        if exc.code != "NO_FOREGROUND":
+            raise
+        # An interrupted command's group, still exiting, owned the foreground between
+        # the look and the signal (a SIGINT right after another one): nobody got it.
+        s.report.kinds["sigint-missed"] += 1
+        return
     s.report.kinds["sigint"] += 1
     if s.pending is not None:
         s.stray.add(s.pending[0])
