@@ -237,7 +237,9 @@ def _choose_spawner(spawner: str) -> str:
     ``before`` is the path as it was: an in-process fork, and each open's loop work done
     as soon as it is ready (opens started together all fork in one loop iteration).
     """
-    from dsh_terminal_core.provider import LocalTerminalProvider, ptyspawn, terminal
+    from dsh_terminal_bash import backend
+    from dsh_terminal_core.provider import LocalTerminalProvider, forkclient, ptyspawn, terminal
+    from dsh_terminal_core.terminals import service
 
     if spawner == "before":
 
@@ -245,7 +247,12 @@ def _choose_spawner(spawner: str) -> str:
         async def no_turn() -> AsyncIterator[None]:
             yield
 
+        async def no_take() -> None:
+            pass
+
         ptyspawn.loop_turn = terminal.loop_turn = no_turn  # type: ignore[assignment]
+        for module in (service, forkclient, backend):
+            module.take_turn = no_take  # type: ignore[attr-defined]
         spawner = "in-process"
     defaults = LocalTerminalProvider.__init__.__defaults__
     assert defaults is not None and defaults[-1] == "fork-server"

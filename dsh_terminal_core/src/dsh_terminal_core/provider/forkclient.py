@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 import attrs
 
 from ..errors import TerminalError
+from ..turns import take_turn
 from . import hostguard
 
 __all__ = ["ForkServer", "ServedChild", "encode_request", "fork_server", "server_script"]
@@ -133,6 +134,7 @@ class ForkServer:
             address = ready.result() if ready.done() else await asyncio.wrap_future(ready)
             if address is None:
                 return None
+            await take_turn()  # the request goes out in a step of its own
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             sock.setblocking(False)
             try:

@@ -17,7 +17,6 @@ a failed spawn leaves nothing.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -25,14 +24,14 @@ import shutil
 import signal
 import sys
 import threading
-import weakref
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
 import attrs
 from ptyprocess import PtyProcess
 
 from ..errors import TerminalError
+from ..turns import loop_turn
 from .forkclient import encode_request, fork_server
 
 __all__ = [
@@ -117,31 +116,6 @@ async def spawn_pty(
         )
     async with loop_turn():
         return spawn_pty_in_process(argv, cwd=cwd, env=env, rows=rows, cols=cols)
-
-
-_turns: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock]
-_turns = weakref.WeakKeyDictionary()
-
-
-@contextlib.asynccontextmanager
-async def loop_turn() -> AsyncIterator[None]:
-    """Hold the running loop's turn for the synchronous work of an open.
-
-    An open's work on the loop is small (a request to prepare, a handle to build: tenths
-    of a millisecond), but opens started together would each do it in the same loop
-    iteration: 16 at once stall the loop 16 times as long. The turn is released only at
-    the next iteration, so one open's step runs per iteration and other tasks run in
-    between. Leaving the block never suspends (no cancellation point after the work).
-    """
-    loop = asyncio.get_running_loop()
-    lock = _turns.get(loop)
-    if lock is None:
-        lock = _turns[loop] = asyncio.Lock()
-    await lock.acquire()
-    try:
-        yield
-    finally:
-        loop.call_soon(lock.release)
 
 
 def prestart_server() -> None:

@@ -18,6 +18,8 @@ import os
 import signal
 import sys
 
+import attrs
+
 from ..errors import TerminalError, UnsupportedPlatform
 from ..signals import FOREGROUND_SIGNALS
 from . import hostexit, hostguard
@@ -105,15 +107,49 @@ class LocalTerminalProvider:
             spawner=self._spawner,
         )
         process: LocalTerminalProcess | None = None
+        started = False
         try:
-            async with loop_turn():  # opens that arrive together are built one per turn
-                process = LocalTerminalProcess(loop, spawned, spec, self._table, probe)
+            # Opens that arrive together are built one step per turn: first the handle
+            # with what it must know about the child (procfs and terminal looks), then
+            # its readers start. The caller's step after the return then continues the
+            # last turn, so it sets up its output handler before any output is read.
+            async with loop_turn():
+                facts = _ChildFacts.read(spawned, self._table, probe, spec.argv[0])
+                process = LocalTerminalProcess(loop, spawned, spec, self._table, probe, facts)
+            async with loop_turn():
+                started = True
                 process._start()  # cleans up after itself if it fails
         except BaseException:
             if process is None:
                 _abandon(spawned, close_fds=True)
+            elif not started:
+                process._discard()
             raise
         return process
+
+
+@attrs.frozen(kw_only=True)
+class _ChildFacts:
+    """What a handle must know about its new child, read once when it is built."""
+
+    identity: ProcessIdentity
+    session: int  # -1: no session of its own to adopt
+    terminal: TerminalIdentity | None
+
+    @classmethod
+    def read(
+        cls, spawned: SpawnedPty, table: ProcessTable, probe: StdinProbe, name: str
+    ) -> _ChildFacts:
+        row = table.lookup(spawned.pid)
+        if row is None:
+            raise TerminalError(
+                f"cannot spawn {name!r}: the child vanished at start", "SPAWN_FAILED"
+            )
+        return cls(
+            identity=ProcessIdentity(spawned.pid, row.create_time),
+            session=_session_of(spawned.pid),
+            terminal=probe.terminal_of(spawned.master_fd),
+        )
 
 
 class LocalTerminalProcess:
@@ -133,6 +169,7 @@ class LocalTerminalProcess:
         spec: TerminalSpawnSpec,
         table: ProcessTable,
         probe: StdinProbe,
+        facts: _ChildFacts,
     ) -> None:
         self._loop = loop
         self._spawned = spawned
@@ -145,15 +182,10 @@ class LocalTerminalProcess:
         self._closed = False
         self._reaped = False
         self._exit_task: asyncio.Task[None] | None = None
-        row = table.lookup(spawned.pid)
-        if row is None:
-            raise TerminalError(
-                f"cannot spawn {spec.argv[0]!r}: the child vanished at start", "SPAWN_FAILED"
-            )
-        self._identity = ProcessIdentity(spawned.pid, row.create_time)
-        self._session = _session_of(spawned.pid)
+        self._identity = facts.identity
+        self._session = facts.session
         self._reaper = TreeReaper(table, self._identity, self._session)
-        self._terminal: TerminalIdentity | None = probe.terminal_of(spawned.master_fd)
+        self._terminal: TerminalIdentity | None = facts.terminal
         self._channel = PtyChannel(loop, spawned.master_fd)
         self._watch = ExitWatch(loop, spawned.pid, self._on_child_exit, pidfd=spawned.pidfd)
 
@@ -163,12 +195,18 @@ class LocalTerminalProcess:
             self._channel.start()
             self._watch.start()
         except BaseException:
-            self._watch.close()
-            self._channel.close()
-            _abandon(self._spawned, close_fds=False)
+            self._discard()
             raise
         hostexit.register(self)
         hostguard.guard_session(self._session)
+
+    def _discard(self) -> None:
+        """Undo a handle that never started, or failed to: kill and reap the child, close
+        its descriptors (the channel and the watch own them) once it is killed, so the
+        pidfd that kills it is still open."""
+        _abandon(self._spawned, close_fds=False)
+        self._watch.close()
+        self._channel.close()
 
     # -- identity and output ------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from ..errors import (
     owner_not_live,
 )
 from ..secrets import Secret, check_secret_text
+from ..turns import take_turn
 from .types import (
     ALLOWED_SIGNALS,
     MIN_REQUEST_BYTES,
@@ -228,6 +229,9 @@ class TerminalSessionService:
         state.pending[session_id] = pending
         unlink = cancel.on_cancel(pending.control.cancel) if cancel is not None else _nothing
         try:
+            # Opens started together prepare one per loop iteration: the backend's first
+            # step (arguments, sandbox, environment) runs in a turn of its own.
+            await take_turn()
             context = BackendSpawnContext(
                 owner=owner,
                 session_id=session_id,
