@@ -22,6 +22,7 @@ from .agents import Agent
 from .cancel import Cancellation
 from .context import Context, dispose_service
 from .errors import ConfigError, DisposeError, DshError
+from .heapfreeze import freeze_loaded_heap
 from .plugins import (
     ENTRY_POINT_GROUP,
     LoadedPlugin,
@@ -49,10 +50,16 @@ class Harness:
         config: Mapping[str, Mapping[str, Any]] | None = None,
         *,
         group: str = ENTRY_POINT_GROUP,
+        freeze_heap: bool = True,
     ) -> None:
+        """``freeze_heap``: once the plugins are applied, keep everything loaded so far out
+        of the garbage collector's full passes (once per process; see ``heapfreeze``), so
+        that a full pass while terminals open does not stop the loop for tens of ms. A
+        host that manages the collector itself passes False."""
         self._plugin_objects = plugins
         self._config = dict(config or {})
         self._group = group
+        self._freeze_heap = freeze_heap
         self.ctx = Context()
         self.pm: pluggy.PluginManager = plugin_manager()
         """The one plugin manager: every loaded plugin is registered on it by name."""
@@ -119,6 +126,8 @@ class Harness:
         except BaseException:
             await self.aclose()
             raise
+        if self._freeze_heap:
+            freeze_loaded_heap()
 
     def _build(
         self, plugin: LoadedPlugin, config: object
