@@ -290,11 +290,15 @@ class Readiness:
         if not self._input_consumed():
             self._wait_seen_at = None
             return False
+        before = self._before
+        if (before is None or not before.input_waiting) and self._too_early_for_new_waiter():
+            # No waiter from before the write to compare with, and a new one does not
+            # count yet: the group look (a scan of /proc) could not change the answer.
+            return False
         foreground = self._probe.foreground()
         if foreground is None or not foreground.input_waiting:
             self._wait_seen_at = None
             return False
-        before = self._before
         same_waiter = (
             before is not None
             and before.input_waiting
@@ -304,7 +308,7 @@ class Readiness:
             assert before is not None
             if foreground.wake_count == before.wake_count:
                 return False  # still the wait from before the write: not new evidence
-        elif self._loop.time() - self._started_at < self._config.exact_probe_after_ms / 1000:
+        elif self._too_early_for_new_waiter():
             return False
         pgid = foreground.process_group_id
         shell = pgid == self._probe.shell_group() or self._probe.is_protocol_shell(pgid)
@@ -341,6 +345,10 @@ class Readiness:
             )
         )
         return True
+
+    def _too_early_for_new_waiter(self) -> bool:
+        """A group that was not waiting before the write counts after ``exact_probe_after_ms``."""
+        return self._loop.time() - self._started_at < self._config.exact_probe_after_ms / 1000
 
     def _on_probe(self) -> None:
         self._probe_timer = None
