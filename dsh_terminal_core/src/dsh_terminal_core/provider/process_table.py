@@ -18,20 +18,22 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Iterable, Sequence
+from typing import Protocol, runtime_checkable
 
 import attrs
 import psutil
 
-from .procfs import PROC, iter_pids, read_stat
+from .procfs import PROC, forks_since_boot, iter_pids, last_pid, pid_max, read_stat
 
 __all__ = [
+    "MarkedTable",
     "ProcessIdentity",
     "ProcessInfo",
     "ProcessTable",
     "ProcfsProcessTable",
     "PsutilProcessTable",
+    "ScanMark",
     "default_process_table",
 ]
 
@@ -89,6 +91,36 @@ class ProcessTable(Protocol):
         ...
 
 
+@attrs.frozen
+class ScanMark:
+    """Where a full scan stood: the newest pid handed out and the number of processes
+    created since boot, both read before it listed the table, and the pids it listed."""
+
+    newest: int
+    forks: int
+    listed: frozenset[int]
+
+
+@runtime_checkable
+class MarkedTable(Protocol):
+    """A table that can also say which processes appeared since an earlier full scan.
+
+    Pids are handed out in increasing order, cyclically: until the counter comes back
+    around, a pid listed by the earlier scan still names the same process, and every
+    process created since (or still being created then, not yet listed) has a pid the
+    scan did not list.
+    """
+
+    def marked_snapshot(self) -> tuple[Sequence[ProcessInfo], ScanMark | None]:
+        """:meth:`ProcessTable.snapshot`, with its mark (None when it cannot be taken)."""
+        ...
+
+    def appeared_since(self, mark: ScanMark) -> Sequence[ProcessInfo] | None:
+        """Rows of the processes listed now and not at ``mark``; None when the pid
+        counter wrapped since, or cannot be read (then only a full scan can tell)."""
+        ...
+
+
 class _CheckedSignals:
     """Identity-checked signalling shared by the real tables.
 
@@ -128,10 +160,38 @@ class ProcfsProcessTable(_CheckedSignals):
     def __init__(self, proc: str = PROC) -> None:
         self._proc = proc
         self._ticks = float(os.sysconf("SC_CLK_TCK"))
+        top = pid_max(proc)
+        # Pids run from 300 to pid_max, then around again. Coming back around takes at
+        # least a cycle's free pids; fewer than half a cycle of creations cannot do it
+        # while under half the pids are in use (far from the exhaustion that breaks
+        # every fork anyway).
+        self._trusted_forks = (top - 300) // 2 if top is not None and top > 300 else 0
 
     def snapshot(self) -> Sequence[ProcessInfo]:
+        return self._rows(iter_pids(self._proc))
+
+    def marked_snapshot(self) -> tuple[Sequence[ProcessInfo], ScanMark | None]:
+        # Counters before listing: whatever is created later counts after the mark.
+        newest, forks = last_pid(self._proc), forks_since_boot(self._proc)
+        pids = list(iter_pids(self._proc))
+        mark = None
+        if newest is not None and forks is not None:
+            mark = ScanMark(newest=newest, forks=forks, listed=frozenset(pids))
+        return self._rows(pids), mark
+
+    def appeared_since(self, mark: ScanMark) -> Sequence[ProcessInfo] | None:
+        pids = [pid for pid in iter_pids(self._proc) if pid not in mark.listed]
+        # Counters after listing: a wrap before or during the listing shows in them.
+        newest, forks = last_pid(self._proc), forks_since_boot(self._proc)
+        if newest is None or forks is None or newest < mark.newest:
+            return None
+        if not 0 <= forks - mark.forks < self._trusted_forks:
+            return None
+        return self._rows(pids)
+
+    def _rows(self, pids: Iterable[int]) -> list[ProcessInfo]:
         rows: list[ProcessInfo] = []
-        for pid in iter_pids(self._proc):
+        for pid in pids:
             row = self.lookup(pid)
             if row is not None:
                 rows.append(row)

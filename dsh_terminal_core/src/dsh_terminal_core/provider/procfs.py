@@ -116,3 +116,32 @@ def last_pid(proc: str = PROC) -> int | None:
         return int(raw.split()[-1])
     except (IndexError, ValueError):
         return None
+
+
+def forks_since_boot(proc: str = PROC) -> int | None:
+    """Processes and threads created since boot (``processes`` in ``/proc/stat``).
+
+    Each one took a pid, so the difference of two readings bounds how far the pid
+    counter can have moved, and whether it can have come all the way around.
+    """
+    raw = read_bytes(f"{proc}/stat")
+    if raw is None:
+        return None
+    start = raw.find(b"\nprocesses ")
+    if start < 0:
+        return None
+    start += len(b"\nprocesses ")
+    end = raw.find(b"\n", start)
+    try:
+        return int(raw[start : end if end >= 0 else len(raw)])
+    except ValueError:
+        return None
+
+
+def pid_max(proc: str = PROC) -> int | None:
+    """The pid counter wraps back to 300 after this value (``kernel.pid_max``)."""
+    raw = read_bytes(f"{proc}/sys/kernel/pid_max")
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None

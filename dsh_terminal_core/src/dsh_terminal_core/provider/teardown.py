@@ -11,6 +11,13 @@ identity, so a process that forks while handling SIGTERM cannot hand off its wor
 
 Every signal re-checks the target's identity, and zombies count as gone: they have
 exited, and reaping them is their parent's (or init's) job.
+
+A capture after one that adopted nothing reads only the processes that appeared since
+(where the table can tell, see :class:`MarkedTable`): a process that was neither below
+the root nor in its session then cannot join later — a session is never joined, and a
+process is reparented only to an ancestor or init, none of them in the tree — so only a
+new process can belong. That is the common close of an idle shell: the sweep at the
+shell's exit costs a handful of reads instead of a second scan of every process.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from ..errors import TerminalError
-from .process_table import ProcessIdentity, ProcessInfo, ProcessTable
+from .process_table import MarkedTable, ProcessIdentity, ProcessInfo, ProcessTable, ScanMark
 
 __all__ = ["ShellControl", "TreeReaper"]
 
@@ -64,6 +71,7 @@ class TreeReaper:
         # Captures run in worker threads (teardown and exit may overlap); guard the set.
         self._lock = threading.Lock()
         self._fence_open = True
+        self._mark: ScanMark | None = None  # the last full scan, while it adopted nothing
 
     @property
     def captured(self) -> tuple[ProcessIdentity, ...]:
@@ -90,7 +98,7 @@ class TreeReaper:
         roots_ok = self._fence_open and self._root_matches()
         if not roots_ok and not self.captured:
             return []
-        rows = self._table.snapshot()
+        rows = self._rows()
         roots_ok = roots_ok and self._root_matches()
         by_pid = {row.pid: row for row in rows}
         parents = self._verified_parents(by_pid, include_root=roots_ok)
@@ -105,8 +113,34 @@ class TreeReaper:
         return adopted
 
     async def capture_async(self) -> list[ProcessIdentity]:
-        """Run :meth:`capture` in a worker thread; a full scan does not belong on the loop."""
+        """Run :meth:`capture` in a worker thread; a full scan does not belong on the loop.
+
+        A capture that only reads what appeared since the last scan runs here at once.
+        """
+        if self._follow_up_mark() is not None:
+            return self.capture()
         return await asyncio.to_thread(self.capture)
+
+    def _follow_up_mark(self) -> ScanMark | None:
+        """The full scan a capture may follow up on: set while nothing was ever adopted."""
+        with self._lock:
+            return self._mark if not self._captured else None
+
+    def _rows(self) -> Sequence[ProcessInfo]:
+        """The processes that may belong: those that appeared since the last full scan
+        when nothing was adopted yet (see the module docstring), else every process."""
+        table = self._table
+        if not isinstance(table, MarkedTable):
+            return table.snapshot()
+        mark = self._follow_up_mark()
+        if mark is not None:
+            fresh = table.appeared_since(mark)
+            if fresh is not None:
+                return fresh
+        rows, mark = table.marked_snapshot()
+        with self._lock:
+            self._mark = mark
+        return rows
 
     def live(self) -> list[ProcessIdentity]:
         """Return captured processes still running (not gone, not reused, not zombies)."""
