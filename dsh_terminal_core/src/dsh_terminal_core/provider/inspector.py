@@ -13,6 +13,8 @@ from typing import Protocol
 
 import attrs
 
+from .procfiles import KeptFiles
+
 __all__ = [
     "NullStdinProbe",
     "ReaderWait",
@@ -64,8 +66,13 @@ class StdinProbe(Protocol):
         """Return True only if some thread of ``pid`` is blocked reading ``terminal``."""
         ...
 
-    def reader_wait(self, pid: int, terminal: TerminalIdentity) -> ReaderWait | None:
-        """Describe ``pid``'s wait if some thread of it is blocked reading ``terminal``."""
+    def reader_wait(
+        self, pid: int, terminal: TerminalIdentity, kept: KeptFiles | None = None
+    ) -> ReaderWait | None:
+        """Describe ``pid``'s wait if some thread of it is blocked reading ``terminal``.
+
+        ``kept`` holds ``pid``'s ``/proc`` files open across looks (Linux only).
+        """
         ...
 
     def group_wait(self, pgid: int, terminal: TerminalIdentity) -> int | None:
@@ -88,7 +95,9 @@ class NullStdinProbe:
     def process_reading(self, pid: int, terminal: TerminalIdentity) -> bool:
         return False
 
-    def reader_wait(self, pid: int, terminal: TerminalIdentity) -> ReaderWait | None:
+    def reader_wait(
+        self, pid: int, terminal: TerminalIdentity, kept: KeptFiles | None = None
+    ) -> ReaderWait | None:
         return None
 
     def group_wait(self, pgid: int, terminal: TerminalIdentity) -> int | None:

@@ -44,8 +44,8 @@ import attrs
 
 from .channels import ChannelJudge
 from .inspector import ReaderWait, TerminalIdentity
-from .procfiles import ProcessFiles, epoll_entries
-from .procfs import PROC, iter_pids, read_bytes, read_stat, read_text
+from .procfiles import KeptFiles, ProcessFiles, epoll_entries
+from .procfs import PROC, iter_pids, read_bytes, read_stat
 from .syscalls import Limit, SyscallTable, Wait, WaitCall, current_table
 from .taskfacts import wake_count, wakes_in
 
@@ -113,13 +113,16 @@ class LinuxStdinProbe:
         """Return True only if some thread of ``pid`` is blocked reading ``terminal``."""
         return self.reader_wait(pid, terminal) is not None
 
-    def reader_wait(self, pid: int, terminal: TerminalIdentity) -> ReaderWait | None:
+    def reader_wait(
+        self, pid: int, terminal: TerminalIdentity, kept: KeptFiles | None = None
+    ) -> ReaderWait | None:
         """Describe ``pid``'s wait if some thread of it is blocked reading ``terminal``.
 
         A single-threaded process (a shell) costs one look: the run stamp that brackets
         its thread's syscall line is the wait's stamp, and its wake count is in it. For
         a threaded process the main thread's wake count is read on both sides of the
-        look, and a count that moved means the look saw no single wait (None).
+        look, and a count that moved means the look saw no single wait (None). ``kept``
+        holds ``pid``'s files open across looks.
         """
         if self._table is None:
             return None
@@ -127,12 +130,12 @@ class LinuxStdinProbe:
         if tids is None:
             return None
         if tids == [str(pid)]:
-            stamps = self._reading_stamps(pid, tids, terminal, first_only=True)
+            stamps = self._reading_stamps(pid, tids, terminal, first_only=True, kept=kept)
             if not stamps:
                 return None
             return ReaderWait(wakes=wakes_in(stamps[0]), stamp=stamps[0])
         before = wake_count(pid)
-        if not self._reading_stamps(pid, tids, terminal, first_only=True):
+        if not self._reading_stamps(pid, tids, terminal, first_only=True, kept=kept):
             return None
         if wake_count(pid) != before:
             return None
@@ -179,11 +182,17 @@ class LinuxStdinProbe:
             return None
 
     def _reading_stamps(
-        self, pid: int, tids: list[str], terminal: TerminalIdentity, *, first_only: bool
+        self,
+        pid: int,
+        tids: list[str],
+        terminal: TerminalIdentity,
+        *,
+        first_only: bool,
+        kept: KeptFiles | None = None,
     ) -> list[bytes]:
         """The run stamps of ``pid``'s threads seen blocked reading ``terminal``."""
         stamps: list[bytes] = []
-        with ProcessFiles(pid, self._proc) as files:
+        with ProcessFiles(pid, self._proc, kept) as files:
             look = _Look(self, files, terminal)
             for tid in tids:
                 stamp = look.reading_stamp(tid)
@@ -238,6 +247,7 @@ class _Look:
         self._channels = probe._channels
         self._proc = probe._proc
         self._files = files
+        self._main = str(files.pid)
         self._terminal = terminal
         self._refers: dict[int, bool] = {}
 
@@ -254,10 +264,10 @@ class _Look:
         before = self._runs(tid)
         if before is None:
             return None
-        line = read_text(f"{self._proc}/{self._files.pid}/task/{tid}/syscall")
+        line = self._task_file(tid, "syscall")
         if line is None:
             return None
-        parsed = _parse_syscall(line)
+        parsed = _parse_syscall(line.decode("ascii", "replace"))
         if parsed is None:
             return None
         number, args, stack = parsed
@@ -285,15 +295,20 @@ class _Look:
     def _runs(self, tid: str) -> bytes | None:
         """Something that changes whenever the thread runs: its scheduler statistics
         (run time, wait time, time slices), or its context-switch counts without them."""
-        base = f"{self._proc}/{self._files.pid}/task/{tid}"
-        runs = read_bytes(f"{base}/schedstat")
+        runs = self._task_file(tid, "schedstat")
         if runs is not None:
             return runs
-        status = read_bytes(f"{base}/status")
+        status = read_bytes(f"{self._proc}/{self._files.pid}/task/{tid}/status")
         if status is None:
             return None
         start = status.find(b"voluntary_ctxt_switches:")
         return status[start:] if start >= 0 else None
+
+    def _task_file(self, tid: str, name: str) -> bytes | None:
+        kept = self._files.kept
+        if kept is not None and tid == self._main:
+            return kept.read(name)
+        return read_bytes(f"{self._proc}/{self._files.pid}/task/{tid}/{name}")
 
     def refers(self, fd: int) -> bool:
         """True if ``fd`` of this process is the session's terminal."""

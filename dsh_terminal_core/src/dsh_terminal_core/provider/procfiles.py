@@ -3,8 +3,16 @@
 A probe asks several questions about the same process in a row (what does fd 3 refer to,
 which other fds hold the same pipe, what is at this address); :class:`ProcessFiles`
 reads each answer at most once per look and keeps ``/proc/<pid>/mem`` open for the look
-instead of reopening it for every read. A look is short-lived: nothing here is kept
-across probes, because a process's descriptors can change at any moment.
+instead of reopening it for every read. A look is short-lived: what a process's
+descriptors refer to is never kept across probes, because that can change at any moment.
+
+:class:`KeptFiles` is the exception for the one process looked at on every send (the
+session's shell): its main thread's ``schedstat`` and ``syscall`` files and its ``mem``
+stay open across looks and are re-read with ``pread``, which regenerates their content.
+Opening a ``/proc`` file costs several times what reading it does. The files are bound to
+the task, not to its pid: once the process is gone they fail, never reporting another
+process that took over the pid; its ``mem`` after an ``exec`` reads nothing and is
+reopened.
 """
 
 from __future__ import annotations
@@ -17,19 +25,84 @@ import attrs
 
 from .procfs import PROC, read_text
 
-__all__ = ["EpollEntry", "ProcessFiles", "epoll_entries"]
+__all__ = ["EpollEntry", "KeptFiles", "ProcessFiles", "epoll_entries"]
 
 # Bits of an epoll entry's event mask that are flags rather than events; an entry with
 # nothing else left (a fired EPOLLONESHOT entry) cannot wake its waiter.
 _EPOLL_FLAG_BITS = (1 << 28) | (1 << 29) | (1 << 30) | (1 << 31)
 _MISSING = object()
+_READ_SIZE = 4096
 
 
-class ProcessFiles:
-    """Cached reads of one process's ``fd``, ``fdinfo`` and ``mem``; use as a context manager."""
+class KeptFiles:
+    """``/proc`` files of one process's main thread, kept open across looks; :meth:`close`."""
 
     def __init__(self, pid: int, proc: str = PROC) -> None:
         self.pid = pid
+        self._task = f"{proc}/{pid}/task/{pid}"
+        self._mem_path = f"{proc}/{pid}/mem"
+        self._fds: dict[str, int] = {}
+        self._closed = False
+
+    def read(self, name: str) -> bytes | None:
+        """The current content of the main thread's ``name`` (``schedstat``, ``syscall``)."""
+        fd = self._open(name, f"{self._task}/{name}")
+        if fd is None:
+            return None
+        try:
+            data = os.pread(fd, _READ_SIZE, 0)
+        except OSError:
+            self._forget(name)
+            return None
+        return data or None
+
+    def memory(self, address: int, size: int) -> bytes | None:
+        """``size`` bytes at ``address``; reopened once when the process has exec'd since."""
+        for _attempt in range(2):
+            fd = self._open("mem", self._mem_path)
+            if fd is None:
+                return None
+            try:
+                data = os.pread(fd, size, address)
+            except (OSError, OverflowError):
+                data = b""
+            if len(data) == size:
+                return data
+            self._forget("mem")
+        return None
+
+    def close(self) -> None:
+        """Close every kept file; later reads answer None."""
+        self._closed = True
+        for name in list(self._fds):
+            self._forget(name)
+
+    def _open(self, name: str, path: str) -> int | None:
+        fd = self._fds.get(name)
+        if fd is None and not self._closed:
+            try:
+                fd = self._fds[name] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return None
+        return fd
+
+    def _forget(self, name: str) -> None:
+        fd = self._fds.pop(name, None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+class ProcessFiles:
+    """Cached reads of one process's ``fd``, ``fdinfo`` and ``mem``; use as a context manager.
+
+    With ``kept`` (the same process's :class:`KeptFiles`) its main thread's files and its
+    memory are read through those instead of being opened for this look.
+    """
+
+    def __init__(self, pid: int, proc: str = PROC, kept: KeptFiles | None = None) -> None:
+        self.pid = pid
+        self.kept = kept if kept is not None and kept.pid == pid else None
         self._base = f"{proc}/{pid}"
         self._links: dict[int, str | None] = {}
         self._stats: dict[int, os.stat_result | None] = {}
@@ -116,6 +189,8 @@ class ProcessFiles:
         """``size`` bytes at ``address``; None on any failure or short read."""
         if size <= 0 or address <= 0 or address + size > 1 << 63:
             return None
+        if self.kept is not None:
+            return self.kept.memory(address, size)
         if self._mem is None:
             if self._mem_failed:
                 return None

@@ -1,10 +1,12 @@
-"""Two facts about a process that readiness compares over time, read from ``/proc``.
+"""Facts about a process that readiness compares over time, read from ``/proc``.
 
-* ``wake_count``: how often its main thread was scheduled to run (the third field of
-  its scheduler statistics; its voluntary context switches where the kernel keeps no
-  such statistics). A process blocked in a read wait has the same count until it wakes;
-  a count that moved between two looks means it woke (read something, handled a
-  signal) and blocked again in between.
+* ``wake_count``: a count that moves whenever its main thread runs: the CPU time in its
+  scheduler statistics (nanoseconds), or its voluntary context switches where the
+  kernel keeps no such statistics. A process blocked in a read wait has the same count
+  until it wakes; a process seen blocked now whose count moved since an earlier look ran
+  in between, so the wait it is in began after that look. (The statistics' count of
+  time slices would not do: it moves when a thread is switched in, so a thread that was
+  already running at the first look and then blocked leaves it unchanged.)
 * ``executable_id``: the (device, inode) of its executable, to tell whether a process is
   another instance of a given program (a shell started inside the shell).
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import os
 
+from .procfiles import KeptFiles
 from .procfs import read_bytes, read_stat
 
 __all__ = [
@@ -38,9 +41,12 @@ _VOLUNTARY = b"\nvoluntary_ctxt_switches:"
 _STATUS_LIMIT = 8192
 
 
-def wake_count(pid: int) -> int | None:
-    """Return ``pid``'s wake count (see the module docstring), or None if unreadable."""
-    stamp = read_bytes(f"/proc/{pid}/schedstat", 256)
+def wake_count(pid: int, kept: KeptFiles | None = None) -> int | None:
+    """Return ``pid``'s wake count (see the module docstring), or None if unreadable.
+
+    ``kept``: ``pid``'s files held open, read instead of opening them.
+    """
+    stamp = _schedstat(pid, kept)
     if stamp:
         return wakes_in(stamp)
     data = read_bytes(f"/proc/{pid}/status", _STATUS_LIMIT)
@@ -51,8 +57,8 @@ def wake_count(pid: int) -> int | None:
 
 
 def wakes_in(stamp: bytes) -> int | None:
-    """The wake count inside a run stamp: the scheduler statistics' time-slice count, or
-    the voluntary switches of a ``voluntary_ctxt_switches:`` line."""
+    """The wake count inside a run stamp: the scheduler statistics' CPU time, or the
+    voluntary switches of a ``voluntary_ctxt_switches:`` line."""
     if stamp.startswith(_VOLUNTARY[1:]):
         end = stamp.find(b"\n")
         field = stamp[len(_VOLUNTARY) - 1 : end if end >= 0 else len(stamp)]
@@ -60,7 +66,7 @@ def wakes_in(stamp: bytes) -> int | None:
         fields = stamp.split()
         if len(fields) < 3:
             return None
-        field = fields[2]
+        field = fields[0]
     with contextlib.suppress(ValueError):
         return int(field)
     return None
@@ -96,7 +102,7 @@ def quietly_asleep(pid: int) -> bool | None:
     return int(fields[b"SigPnd"], 16) == 0 and int(fields[b"ShdPnd"], 16) == 0
 
 
-def run_stamp(pid: int) -> bytes | None:
+def run_stamp(pid: int, kept: KeptFiles | None = None) -> bytes | None:
     """``pid``'s scheduler statistics (run time, wait time, time slices) if it has one thread.
 
     Equal stamps from two reads mean the process did not run in between. With more than
@@ -108,6 +114,12 @@ def run_stamp(pid: int) -> bytes | None:
             return None
     except OSError:
         return None
+    return _schedstat(pid, kept)
+
+
+def _schedstat(pid: int, kept: KeptFiles | None) -> bytes | None:
+    if kept is not None and kept.pid == pid:
+        return kept.read("schedstat")
     return read_bytes(f"/proc/{pid}/schedstat", 256) or None
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
+import resource
 import signal
 import sys
 
@@ -27,6 +29,7 @@ from .env import child_environment
 from .inspector import ReaderWait, StdinProbe, TerminalIdentity, default_stdin_probe
 from .peer import flush_input, unread_input
 from .process_table import ProcessIdentity, ProcessTable, default_process_table
+from .procfiles import KeptFiles
 from .procfs import read_stat
 from .taskfacts import executable_id, quietly_asleep, run_stamp, sole_member, wake_count
 from .teardown import TreeReaper
@@ -178,6 +181,8 @@ class LocalTerminalProcess:
         self._probe = probe
         self._done: asyncio.Future[ExitStatus] = loop.create_future()
         self._shell_pgid: int | None = None
+        # The shell's /proc files, open across looks: it is looked at on every send.
+        self._kept: KeptFiles | None = None
         self._teardown: asyncio.Task[None] | None = None
         self._closed = False
         self._reaped = False
@@ -274,10 +279,13 @@ class LocalTerminalProcess:
         return flush_input(fd) if fd is not None else False
 
     def wake_count(self, pid: int) -> int | None:
-        """``pid``'s wake count (how often it was scheduled): a count that moved means it woke.
+        """``pid``'s wake count (moves whenever it runs): a count that moved means it woke.
 
         None when unknown (the process is gone, not Linux).
         """
+        kept = self._kept
+        if kept is not None and pid == kept.pid:
+            return wake_count(pid, kept)
         return wake_count(pid)
 
     def quietly_asleep(self, pid: int) -> bool | None:
@@ -294,6 +302,9 @@ class LocalTerminalProcess:
         """
         if self._terminal is None:
             return None
+        kept = self._kept
+        if kept is not None and pid == kept.pid:
+            return run_stamp(pid, kept)
         return run_stamp(pid)
 
     def executable_id(self, pid: int) -> tuple[int, int] | None:
@@ -422,7 +433,8 @@ class LocalTerminalProcess:
         terminal; None otherwise and wherever no exact probe exists."""
         if self._terminal is None or self._channel.fd is None:
             return None
-        return self._probe.reader_wait(pid, self._terminal)
+        kept = self._kept if self._kept is not None and pid == self._kept.pid else None
+        return self._probe.reader_wait(pid, self._terminal, kept)
 
     def set_shell_process_group(self, pgid: int) -> None:
         """Record the shell's own process group (learned from its first prompt).
@@ -435,6 +447,10 @@ class LocalTerminalProcess:
                 f"process group must be a positive integer, got {pgid!r}", "INVALID_ARGUMENT"
             )
         self._shell_pgid = pgid
+        if self._terminal is not None and _may_keep_files():
+            if self._kept is not None:
+                self._kept.close()
+            self._kept = KeptFiles(pgid)
 
     def signal_foreground(self, sig: str, expected_pgid: int | None = None) -> int:
         """Send ``sig`` to the current foreground group and return that group's id.
@@ -542,9 +558,15 @@ class LocalTerminalProcess:
             if self._done.done():
                 self._channel.close()
                 self._watch.close()
+                self._forget_kept()
         self._closed = True
         hostexit.unregister(self)
         hostguard.forget_session(self._session)
+
+    def _forget_kept(self) -> None:
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            kept.close()
 
     def _teardown_finished(self, task: asyncio.Task[None]) -> None:
         # A failed run is forgotten so the next terminate() retries; reading the
@@ -563,6 +585,7 @@ class LocalTerminalProcess:
         status = await self._reap()
         self._reaper.close_fence()
         self._watch.close()
+        self._forget_kept()
         self._channel.drain()
         if not self._done.done():
             self._done.set_result(status)
@@ -601,3 +624,20 @@ def _abandon(spawned: SpawnedPty, *, close_fds: bool) -> None:
             if fd is not None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+
+_KEEP_FILES_MIN_LIMIT = 4096
+
+
+@functools.cache
+def _may_keep_files() -> bool:
+    """Keep three ``/proc`` files open per shell only where descriptors are plentiful.
+
+    Under the common 1,024-descriptor soft limit, hundreds of sessions would exhaust it;
+    there every look opens its files instead.
+    """
+    try:
+        soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return False
+    return soft == resource.RLIM_INFINITY or soft >= _KEEP_FILES_MIN_LIMIT

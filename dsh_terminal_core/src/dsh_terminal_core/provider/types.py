@@ -57,8 +57,8 @@ class Foreground:
 
     ``input_waiting`` is exact on Linux (a member is blocked reading the terminal) and
     always False where no probe exists. ``echo`` and ``canonical`` are the terminal's
-    ECHO and ICANON flags. ``wake_count`` is the summed wake counts (how often each was
-    scheduled to run) of the threads found waiting: when it moves between two looks at
+    ECHO and ICANON flags. ``wake_count`` is the summed wake counts (counts that move
+    whenever a thread runs) of the threads found waiting: when it moves between two looks at
     the same waiting group, that group woke up (read something) and went back to waiting
     in between.
     """
@@ -129,7 +129,7 @@ class TerminalProcess(Protocol):
         ...
 
     def wake_count(self, pid: int) -> int | None:
-        """``pid``'s wake count (moves whenever it wakes); None when unknown."""
+        """``pid``'s wake count (moves whenever it runs); None when unknown."""
         ...
 
     def quietly_asleep(self, pid: int) -> bool | None:
