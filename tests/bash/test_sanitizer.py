@@ -13,9 +13,11 @@ import tracemalloc
 from collections.abc import Iterable, Sequence
 
 import pytest
-from dsh_terminal_bash.sanitizer import MARKER_PREFIX, PROMPT_TAIL_CHARS, Chunk, Sanitizer
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import dsh_terminal_bash.sanitizer as sanitizer_module
+from dsh_terminal_bash.sanitizer import MARKER_PREFIX, PROMPT_TAIL_CHARS, Chunk, Sanitizer
 
 MARK = MARKER_PREFIX.encode()
 
@@ -383,6 +385,49 @@ def test_any_split_gives_the_same_text_and_markers(data: bytes, cuts: list[int])
     whole = run([data])
     assert run(split_at(data, cuts)) == whole
     assert run([data[i : i + 1] for i in range(len(data))]) == whole
+
+
+# Terminal output as a fast program writes it: lines ended by CRLF, now and then a lone CR,
+# LF, control, escape or marker, so some chunks are plain CRLF text and others are not.
+_LINE_BITS = [b"line", b"42", b"\xc3\xa9", b"\xe2\x82", b"\t", b" ", b"\x07", b"\x1b[1m", b"\xff"]
+_LINE_ENDS = [b"\r\n"] * 8 + [b"\n", b"\r", b"\r\x07\n", b"\r\r\n", b"\r\x1b[K\n", *MARKERS]
+crlf_lines = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(_LINE_BITS), max_size=4).map(b"".join),
+        st.sampled_from(_LINE_ENDS),
+    ).map(b"".join),
+    max_size=40,
+).map(b"".join)
+
+
+def run_general(chunks: Sequence[bytes], patch: pytest.MonkeyPatch) -> tuple[object, ...]:
+    """What the general CR path alone makes of ``chunks``: text, markers, tail, exit code."""
+    with patch.context() as inner:
+        # Every byte counts as a lone CR, so no chunk counts as plain CRLF text.
+        inner.setattr(sanitizer_module, "_LONE_CR", re.compile(rb"(?s:.)|\Z"))
+        s = Sanitizer()
+        result = run(chunks, s)
+    return (*result, s.prompt_tail, s.last_marker_exit_code)
+
+
+@settings(max_examples=400, deadline=None)
+@given(crlf_lines, st.lists(st.integers(min_value=0, max_value=400), max_size=12))
+def test_crlf_fast_path_matches_the_general_path(data: bytes, cuts: list[int]) -> None:
+    chunks = split_at(data, cuts)
+    with pytest.MonkeyPatch.context() as patch:
+        expected = run_general(chunks, patch)
+    s = Sanitizer()
+    got = run(chunks, s)
+    assert (*got, s.prompt_tail, s.last_marker_exit_code) == expected
+    assert got == reference(data)
+
+
+def test_crlf_fast_path_is_taken_and_keeps_a_split_crlf() -> None:
+    s = Sanitizer()
+    assert s.feed(b"1\r\n2\r\n3\r").text == "1\n2\n3"
+    assert s.feed(b"\n4\r\n\x075\r\n").text == "\n4\n5\n"
+    assert s.feed(b"6\r7\r\n").text == "6\n7\n"
+    assert s.flush().text == ""
 
 
 @settings(max_examples=200, deadline=None)

@@ -10,12 +10,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import dsh_terminal_bash.scrollback as scrollback_module
 import pytest
-from dsh_terminal_bash.scrollback import Scrollback
-from dsh_terminal_core.textbounds import utf8_head, utf8_len, utf8_tail
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+import dsh_terminal_bash.scrollback as scrollback_module
+from dsh_terminal_bash.scrollback import Scrollback
+from dsh_terminal_core.textbounds import utf8_head, utf8_len, utf8_tail
 
 Page = tuple[str, int, int, int, bool]
 """A read as (text, total_lines, line_begin, line_end, truncated)."""
@@ -100,11 +101,17 @@ class Naive:
 
 
 @contextmanager
-def small_blocks() -> Iterator[None]:
-    """Shrink blocks and trim windows so tiny inputs cross every block boundary."""
+def small_blocks(bulk_lines: int | None = None) -> Iterator[None]:
+    """Shrink blocks and trim windows so tiny inputs cross every block boundary.
+
+    ``bulk_lines`` also lowers the count of lines from which an append is stored as a
+    packed block of its own, so tiny inputs take the bulk path too.
+    """
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(scrollback_module, "_BLOCK_LINES", 3)
         patch.setattr(scrollback_module, "_WINDOW", 2)
+        if bulk_lines is not None:
+            patch.setattr(scrollback_module, "_BULK_LINES", bulk_lines)
         yield
 
 
@@ -137,13 +144,37 @@ def test_matches_naive_model(
         check_against_model(texts, max_lines, max_bytes, data)
 
 
+@settings(max_examples=300, deadline=None)
+@given(appends, st.integers(1, 6), st.integers(1, 40), st.integers(1, 3), st.data())
+def test_bulk_appends_match_naive_model(
+    texts: list[str], max_lines: int, max_bytes: int, bulk_lines: int, data: st.DataObject
+) -> None:
+    """Appends completing a few lines are stored as packed blocks, mixed with list blocks."""
+    with small_blocks(bulk_lines):
+        check_against_model(texts, max_lines, max_bytes, data)
+
+
+def test_bulk_output_is_stored_without_line_objects() -> None:
+    sb = Scrollback(1_000_000, 1 << 20)
+    text = "".join(f"{i}\n" for i in range(100_000))
+    for start in range(0, len(text), 40_000):
+        sb.append(text[start : start + 40_000])
+    blocks = list(sb._blocks)
+    assert blocks and all(isinstance(b.lines, scrollback_module._Packed) for b in blocks)
+    assert len(blocks) < 20
+    model = Naive(1_000_000, 1 << 20)
+    for start in range(0, len(text), 40_000):
+        model.append(text[start : start + 40_000])
+    assert_same(sb, model)
+
+
 def check_against_model(
     texts: list[str], max_lines: int, max_bytes: int, data: st.DataObject
 ) -> None:
     sb, model = Scrollback(max_lines, max_bytes), Naive(max_lines, max_bytes)
     cursor = model_cursor = 0
     for text in texts:
-        sb.append(text)
+        assert sb.append(text) == text.count("\n")
         model.append(text)
         assert_same(sb, model)
         offset = data.draw(st.integers(0, model.total_lines + 2))
@@ -271,12 +302,15 @@ def test_rejects_bad_arguments() -> None:
         Scrollback().read(-1, 1, 10)
 
 
-def test_many_lines_across_blocks_match_model() -> None:
+@pytest.mark.parametrize("chunk", [3001, 40_001])
+@pytest.mark.parametrize("line", ["{i:07d} é\n", "{i}\n"])
+def test_many_lines_across_blocks_match_model(chunk: int, line: str) -> None:
     sb, model = Scrollback(1000, 20_000), Naive(1000, 20_000)
-    text = "".join(f"{i:07d} é\n" for i in range(30_000))
-    for start in range(0, len(text), 3001):
-        sb.append(text[start : start + 3001])
-        model.append(text[start : start + 3001])
+    text = "".join(line.format(i=i) for i in range(30_000))
+    for start in range(0, len(text), chunk):
+        sb.append(text[start : start + chunk])
+        model.append(text[start : start + chunk])
+        assert sb.retained_bytes == utf8_len(model.retained_text())
     assert_same(sb, model)
     assert sb.lines_since(29_000)[0] == model.read(29_000, 1000, 10**9)[0].split("\n")
 

@@ -100,15 +100,18 @@ MARKER = re.compile(
 line_lists = st.lists(st.text(alphabet="ab€𝄞", max_size=300), min_size=1, max_size=400)
 
 
+@pytest.mark.parametrize("counted", [False, True], ids=["counts", "told-counts"])
 @settings(max_examples=300, deadline=None)
 @given(line_lists, st.integers(1024, 6000), st.integers(0, 10_000), st.integers(1, 97))
 def test_head_and_tail_survive_and_the_marker_names_the_missing_lines(
-    lines: list[str], bound: int, first_line: int, piece: int
+    counted: bool, lines: list[str], bound: int, first_line: int, piece: int
 ) -> None:
     whole = "\n".join(lines) + "\n"
     vb = ViewportBuffer(bound, first_line)
     for start in range(0, len(whole), piece):
-        vb.append(whole[start : start + piece])
+        part = whole[start : start + piece]
+        # The session passes the count the scrollback made; it must mean the same.
+        vb.append(part, part.count("\n") if counted else None)
     got = vb.text()
     assert utf8_len(got) <= bound
     if utf8_len(whole) <= bound - MARKER_ROOM:

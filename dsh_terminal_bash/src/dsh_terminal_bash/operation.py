@@ -39,9 +39,9 @@ class BashSendOperation:
     def viewport(self) -> ViewportBuffer:
         return self._viewport
 
-    def append(self, text: str) -> None:
+    def append(self, text: str, newlines: int | None = None) -> None:
         if self.collecting:
-            self._viewport.append(text)
+            self._viewport.append(text, newlines)
 
     def read_output(self) -> str:
         """Output since the previous call; a background job's incremental cursor."""

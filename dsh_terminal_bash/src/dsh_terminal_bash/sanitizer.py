@@ -57,9 +57,12 @@ _MARKER_BODY_MAX = 64
 
 _ESC = b"\x1b"
 _CR = b"\r"
+# A CR that is not the first half of a CRLF.
+_LONE_CR = re.compile(rb"\r[^\n]")
 
 # Controls that carry no text: C0 except TAB, LF, CR and ESC (ESC starts a sequence), and DEL.
 _DROPPED = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
+_DROPPED_AND_CR = _DROPPED + _CR
 
 # One match per sequence: complete, or ended early by the byte after it (which stays). Open
 # sequences at the end of a buffer are held back before this runs. Every ESC is consumed, and
@@ -176,7 +179,7 @@ class Sanitizer:
             if start >= 0:
                 self._hold(buf, start, elided if start == 0 else 0)
                 end = start
-        if _MARKER_HINT not in buf:
+        if last_esc < 0 or _MARKER_HINT not in buf:
             text = self._emit(buf[:end] if end < len(buf) else buf)
             self._note_text(text)
             return Chunk(text=text)
@@ -267,6 +270,11 @@ class Sanitizer:
     def _emit(self, raw: bytes) -> str:
         """Strip sequences and controls from complete bytes, normalise CR, and decode."""
         data = _SEQUENCE.sub(b"", raw) if _ESC in raw else raw
+        if not self._pending_cr and not data.endswith(_CR) and _LONE_CR.search(data) is None:
+            # Every CR is the first half of a CRLF (the usual terminal line end): removing
+            # controls cannot part a pair, so deleting the CRs with the controls in one
+            # pass gives what the general path below gives.
+            return self._decoder.decode(data.translate(None, _DROPPED_AND_CR))
         data = data.translate(None, _DROPPED)
         if self._pending_cr:
             data = _CR + data

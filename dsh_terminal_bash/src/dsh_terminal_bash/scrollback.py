@@ -19,6 +19,11 @@ A block that stops growing is packed into one string. A string object per line c
 about 60 bytes before its text, which for short lines (``seq`` output) would make the
 history many times larger than its byte cap; packed, it costs its text, and trimming an
 ASCII block by bytes is a ``find`` and a ``count`` of newlines.
+
+Bulk output never becomes line objects at all: an append that completes many lines
+stores its complete part as one packed block as it stands (a ``count`` of its newlines
+numbers them), so a fast program's output costs a few C passes per chunk, not an object
+per line. Small appends (a prompt, a line at a time) still grow a list block.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ __all__ = ["Scrollback"]
 
 _BLOCK_LINES = 4096
 """New lines join the newest block until it holds this many; keeps the block count small."""
+
+_BULK_LINES = 64
+"""An append completing at least this many lines is stored as its own packed block."""
 
 _WINDOW = 64
 """Lines sized at once when trimming by bytes, so most of the work runs in C."""
@@ -55,11 +63,17 @@ class _Packed:
 
     __slots__ = ("_at_line", "_at_pos", "_count", "text")
 
-    def __init__(self, lines: list[str]) -> None:
-        self.text = "\n".join(lines) + "\n" if lines else ""
-        self._count = len(lines)
+    def __init__(self, text: str, count: int) -> None:
+        """Wrap ``text``: ``count`` lines, each ended by a newline (``""`` for none)."""
+        self.text = text
+        self._count = count
         self._at_line = 0  # a line number and where it starts: where the last lookup ended
         self._at_pos = 0
+
+    @classmethod
+    def of_lines(cls, lines: list[str]) -> _Packed:
+        """Pack ``lines`` (without their newlines)."""
+        return cls("\n".join(lines) + "\n" if lines else "", len(lines))
 
     def __len__(self) -> int:
         return self._count
@@ -271,16 +285,27 @@ class Scrollback:
         """The line still being written (no newline yet), as retained; ``""`` when none."""
         return "".join(self._open)
 
-    def append(self, text: str) -> None:
-        """Add sanitized text; a trailing partial line stays open for later appends."""
+    def append(self, text: str) -> int:
+        """Add sanitized text; a trailing partial line stays open for later appends.
+
+        Returns how many lines the text completed (its newlines), so a caller that needs
+        the count does not scan the text again.
+        """
         if not text:
-            return
-        if "\n" not in text:
+            return 0
+        last_newline = text.rfind("\n")
+        if last_newline < 0:
             self._extend_open(text)
             self._trim()
-            return
+            return 0
+        if last_newline + 1 >= _BULK_LINES:
+            completed = self._append_bulk(text, last_newline)
+            if completed:
+                self._trim()
+                return completed
         pieces = text.split("\n")
         rest = pieces.pop()
+        completed = len(pieces)
         complete_bytes = utf8_len(text) - utf8_len(rest) + self._open_bytes
         is_ascii = self._open_ascii and text.isascii()
         if self._open:
@@ -292,6 +317,7 @@ class Scrollback:
         if rest:
             self._extend_open(rest)
         self._trim()
+        return completed
 
     def read(self, offset: int, count: int, max_bytes: int) -> ReadResult:
         """Return up to ``count`` lines from absolute line ``offset``, within ``max_bytes``.
@@ -358,6 +384,46 @@ class Scrollback:
 
     # -- storage ---------------------------------------------------------------------
 
+    def _append_bulk(self, text: str, last_newline: int) -> int:
+        """Store the lines ``text`` completes as one packed block, without splitting it.
+
+        Returns how many lines that is, or 0, having changed nothing, when they are too
+        few to be worth a block of their own (the caller then splits them into the list
+        block).
+        """
+        count = text.count("\n")
+        if count < _BULK_LINES:
+            return 0
+        complete = text if last_newline == len(text) - 1 else text[: last_newline + 1]
+        nbytes = utf8_len(complete) + self._open_bytes
+        is_ascii = self._open_ascii and complete.isascii()
+        if self._open:
+            self._open.append(complete)
+            complete = "".join(self._open)
+            self._clear_open()
+        self._open_active = False
+        last = self._blocks[-1] if self._blocks else None
+        if last is not None and isinstance(last.lines, list):
+            self._pack(last)
+        self._blocks.append(
+            _Block(
+                base=self._complete,
+                lines=_Packed(complete, count),
+                start=0,
+                nbytes=nbytes,
+                ascii=is_ascii,
+            )
+        )
+        if not self._nlines:
+            self._first = self._complete
+        self._complete += count
+        self._nlines += count
+        self._nbytes += nbytes
+        rest = text[last_newline + 1 :]
+        if rest:
+            self._extend_open(rest)
+        return count
+
     def _extend_open(self, text: str) -> None:
         size = utf8_len(text)
         self._open.append(text)
@@ -374,8 +440,8 @@ class Scrollback:
 
     def _add_lines(self, lines: list[str], nbytes: int, is_ascii: bool) -> None:
         last = self._blocks[-1] if self._blocks else None
-        if last is not None and len(last.lines) < _BLOCK_LINES:
-            assert isinstance(last.lines, list)  # only the newest block grows
+        if last is not None and isinstance(last.lines, list) and len(last.lines) < _BLOCK_LINES:
+            # Only the newest block grows, and only while it is a list.
             last.lines.extend(lines)
             last.nbytes += nbytes
             last.ascii = last.ascii and is_ascii
@@ -400,7 +466,7 @@ class Scrollback:
             del lines[: block.start]
             block.base += block.start
             block.start = 0
-        block.lines = _Packed(lines)
+        block.lines = _Packed.of_lines(lines)
 
     # -- bounds ----------------------------------------------------------------------
 

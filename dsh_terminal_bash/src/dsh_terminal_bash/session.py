@@ -292,9 +292,9 @@ class BashSession:
             self._markers += len(markers)
             self._marker_event.set()
         if text:
-            self._scrollback.append(text)
+            completed = self._scrollback.append(text)
             if self._op is not None:
-                self._op.append(text)
+                self._op.append(text, completed)
             elif self._readiness is not None:
                 self._startup_text.append(text)
         readiness = self._readiness

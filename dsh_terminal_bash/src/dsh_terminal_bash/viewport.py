@@ -66,13 +66,17 @@ class ViewportBuffer:
         """True once the viewport lost part of the output (its middle, or its start)."""
         return self._tail.truncated
 
-    def append(self, text: str) -> None:
-        """Add output that arrived during the send. O(len(text))."""
+    def append(self, text: str, newlines: int | None = None) -> None:
+        """Add output that arrived during the send. O(len(text)).
+
+        ``newlines`` is how many newlines ``text`` holds, when the caller already knows
+        (the scrollback counts them as it stores the text); otherwise they are counted.
+        """
         if not text:
             return
         size = utf8_len(text)
         self._bytes += size
-        self._newlines += text.count("\n")
+        self._newlines += text.count("\n") if newlines is None else newlines
         if self._new is not None:
             self._new.append(text)
         if not self._head_full:
