@@ -141,6 +141,32 @@ async def test_cancel_outlived_by_a_busy_shell_still_drops_the_part_it_read(
             assert after.viewport == f"next-{i}\n", (i, after.viewport)
 
 
+async def test_cancel_after_sigint_to_the_idle_shell_leaves_nothing_behind() -> None:
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        for i in range(ROUNDS):
+            before = await send(h, agent, sid, f"echo before-{i}; (exit 4)")
+            assert (before.wait_reason, before.exit_code) == (STDIN, 4), (i, before)
+            # The idle shell is interrupted, so the next send answers that first; the
+            # cancel lands 0-3 loop turns into it, before or while its line is typed.
+            for _ in range(1 + i % 2):
+                await h.ctx.terminals.signal(agent, sid, "SIGINT")
+            op = h.ctx.terminals.start_send(
+                agent, sid, SendRequest(text=f"sleep 5; echo cancelled-{i}; (exit 3)")
+            )
+            for _ in range(i % 4):
+                await asyncio.sleep(0)
+            await op.cancel()
+            result = await op.done
+            assert (result.wait_reason, result.exit_code) == (STDIN, 130), (i, result)
+            assert f"cancelled-{i}" not in result.viewport.split("\n"), (i, result.viewport)
+            assert "not found" not in result.viewport, (i, result.viewport)
+            after = await send(h, agent, sid, f"echo after-{i}")
+            assert (after.wait_reason, after.exit_code) == (STDIN, 0), (i, after)
+            assert after.viewport == f"after-{i}\n", (i, after.viewport)
+
+
 async def test_exit_code_survives_a_bare_carriage_return() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
