@@ -49,6 +49,15 @@ def _stubborn(ignore: tuple[str, ...], tag: str) -> str:
     return f'python3 -c "import signal,time; {body}; time.sleep({tag})"'
 
 
+def _pythons(found: list[psutil.Process]) -> int:
+    """How many of ``found`` run python, or -1 while anything else (a launcher) is there."""
+    try:
+        names = [proc.name() for proc in found]
+    except psutil.Error:
+        return -1
+    return len(names) if all(name.startswith("python") for name in names) else -1
+
+
 async def _open(h: Harness, agent: Agent) -> tuple[str, int]:
     opened = await h.call_tool(agent, "terminal_open", {"type": "shell"})
     assert not opened.is_error, opened.text
@@ -133,7 +142,9 @@ async def test_close_ends_a_foreground_child_that_ignores_polite_signals(
         tag = unique_seconds()
         with reaping(tag):
             op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=_stubborn(ignore, tag)))
-            await until(lambda: bool(with_argv(tag)), what="the stubborn child")
+            # A launcher in front of python3 (a version manager's shim) carries the tag
+            # too until it has exec'd python itself; wait for the python process alone.
+            await until(lambda: _pythons(with_argv(tag)) == 1, what="the stubborn child")
             [child] = with_argv(tag)
             wanted = {signal.Signals[name].value for name in ignore}
             await until(lambda: wanted <= ignored_signals(child.pid), what="its handlers")
