@@ -101,17 +101,19 @@ class Naive:
 
 
 @contextmanager
-def small_blocks(bulk_lines: int | None = None) -> Iterator[None]:
+def small_blocks(bulk_lines: int | None = None, merge_chars: int = 8) -> Iterator[None]:
     """Shrink blocks and trim windows so tiny inputs cross every block boundary.
 
-    ``bulk_lines`` also lowers the count of lines from which an append is stored as a
-    packed block of its own, so tiny inputs take the bulk path too.
+    ``bulk_lines`` also lowers the count of lines from which an append is stored packed
+    without splitting, so tiny inputs take the bulk path too, and ``merge_chars`` how
+    short the newest packed block must be to take such lines in.
     """
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(scrollback_module, "_BLOCK_LINES", 3)
         patch.setattr(scrollback_module, "_WINDOW", 2)
         if bulk_lines is not None:
             patch.setattr(scrollback_module, "_BULK_LINES", bulk_lines)
+            patch.setattr(scrollback_module, "_MERGE_CHARS", merge_chars)
         yield
 
 
@@ -144,14 +146,33 @@ def test_matches_naive_model(
         check_against_model(texts, max_lines, max_bytes, data)
 
 
-@settings(max_examples=300, deadline=None)
-@given(appends, st.integers(1, 6), st.integers(1, 40), st.integers(1, 3), st.data())
+@settings(max_examples=400, deadline=None)
+@given(
+    appends, st.integers(1, 6), st.integers(1, 40), st.integers(1, 3), st.integers(0, 30), st.data()
+)
 def test_bulk_appends_match_naive_model(
-    texts: list[str], max_lines: int, max_bytes: int, bulk_lines: int, data: st.DataObject
+    texts: list[str],
+    max_lines: int,
+    max_bytes: int,
+    bulk_lines: int,
+    merge_chars: int,
+    data: st.DataObject,
 ) -> None:
-    """Appends completing a few lines are stored as packed blocks, mixed with list blocks."""
-    with small_blocks(bulk_lines):
+    """Appends completing a few lines are stored packed (in blocks of their own or joined
+    to a small packed block), mixed with list blocks."""
+    with small_blocks(bulk_lines, merge_chars):
         check_against_model(texts, max_lines, max_bytes, data)
+
+
+def test_bursts_of_short_lines_share_packed_blocks() -> None:
+    sb = Scrollback(1_000_000, 1 << 20)
+    burst = "\n" * 70 + "x"
+    for _ in range(2000):
+        sb.append(burst)
+    # 140,000 lines in bursts of 70: a block per burst would be 2,000 blocks.
+    assert len(sb._blocks) < 40
+    assert sb.total_lines == 140_001 and sb.open_line == "x"
+    assert sb.lines_since(139_930)[0] == ["x"] + [""] * 69
 
 
 def test_bulk_output_is_stored_without_line_objects() -> None:

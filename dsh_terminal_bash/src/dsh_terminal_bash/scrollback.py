@@ -43,7 +43,11 @@ _BLOCK_LINES = 4096
 """New lines join the newest block until it holds this many; keeps the block count small."""
 
 _BULK_LINES = 64
-"""An append completing at least this many lines is stored as its own packed block."""
+"""An append completing at least this many lines is stored packed, without splitting."""
+
+_MERGE_CHARS = 8192
+"""Bulk lines join the newest packed block while it is shorter than this, so bursts of
+short output do not cost a block each; the copy this takes stays bounded."""
 
 _WINDOW = 64
 """Lines sized at once when trimming by bytes, so most of the work runs in C."""
@@ -97,6 +101,11 @@ class _Packed:
             return self.text[self.position(lo) : self.position(hi) - 1].split("\n")
         index = self._index(index)
         return self.text[self.position(index) : self.position(index + 1) - 1]
+
+    def extend(self, text: str, count: int) -> None:
+        """Add ``count`` lines, ``text`` holding each followed by a newline."""
+        self.text += text
+        self._count += count
 
     def __setitem__(self, index: int, line: str) -> None:
         index = self._index(index)
@@ -385,7 +394,8 @@ class Scrollback:
     # -- storage ---------------------------------------------------------------------
 
     def _append_bulk(self, text: str, last_newline: int) -> int:
-        """Store the lines ``text`` completes as one packed block, without splitting it.
+        """Store the lines ``text`` completes packed, without splitting it: as a block of
+        their own, or joined to the newest packed block while that one is small.
 
         Returns how many lines that is, or 0, having changed nothing, when they are too
         few to be worth a block of their own (the caller then splits them into the list
@@ -403,17 +413,26 @@ class Scrollback:
             self._clear_open()
         self._open_active = False
         last = self._blocks[-1] if self._blocks else None
-        if last is not None and isinstance(last.lines, list):
-            self._pack(last)
-        self._blocks.append(
-            _Block(
-                base=self._complete,
-                lines=_Packed(complete, count),
-                start=0,
-                nbytes=nbytes,
-                ascii=is_ascii,
+        if (
+            last is not None
+            and isinstance(last.lines, _Packed)
+            and len(last.lines.text) < _MERGE_CHARS
+        ):
+            last.lines.extend(complete, count)
+            last.nbytes += nbytes
+            last.ascii = last.ascii and is_ascii
+        else:
+            if last is not None and isinstance(last.lines, list):
+                self._pack(last)
+            self._blocks.append(
+                _Block(
+                    base=self._complete,
+                    lines=_Packed(complete, count),
+                    start=0,
+                    nbytes=nbytes,
+                    ascii=is_ascii,
+                )
             )
-        )
         if not self._nlines:
             self._first = self._complete
         self._complete += count
