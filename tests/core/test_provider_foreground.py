@@ -219,7 +219,11 @@ async def test_sole_member_tells_a_lone_reader_from_a_pipeline(spawn: Spawn) -> 
 
     # A reader with a child of its own (which may write) is not alone either.
     await process.write("sh -c 'sleep 100 & read x'\n")
-    parent = await eventually(process.inspect_foreground, lambda f: f.input_waiting)
+    # The shell itself reads too until it has taken the line: wait for the new group.
+    parent = await eventually(
+        process.inspect_foreground,
+        lambda f: f.input_waiting and f.process_group_id != process.pid,
+    )
     assert not process.sole_member(parent.process_group_id)
     process.signal_foreground("SIGKILL", parent.process_group_id)
     await output.wait_count(PROMPT, 4)

@@ -72,6 +72,9 @@ class ExitWatch:
         """Stop watching and release the pidfd; idempotent. Call before the child is reaped
         is fine; a pending thread wait simply finds nothing to report."""
         self._closed = True
+        # The callback is usually a method of the watch's owner, which holds the watch:
+        # dropping it lets a closed terminal be freed at once, not by a collector pass.
+        self._on_exit = _nothing
         if self._pidfd is not None:
             with contextlib.suppress(Exception):
                 self._loop.remove_reader(self._pidfd)
@@ -95,3 +98,7 @@ class ExitWatch:
             return
         with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
             self._loop.call_soon_threadsafe(self._fire)
+
+
+def _nothing() -> None:
+    pass

@@ -163,6 +163,9 @@ class PtyChannel:
     def close(self) -> None:
         """Stop reading, fail a pending write and close the master; idempotent."""
         fd, self._fd = self._fd, None
+        # The handler is usually a method of an owner that holds this channel: dropping
+        # it lets a closed terminal be freed at once, not by a collector pass.
+        self._handler = None
         if fd is None:
             return
         self._stop_reading(fd)
