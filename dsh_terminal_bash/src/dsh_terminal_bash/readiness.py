@@ -162,6 +162,14 @@ class Readiness:
         # echoing ^C, before it drops the line and prints the new prompt).
         self.cancelling = False
         self._probe_step = 0
+        # A program other than the shell that waited for input before the write (a REPL)
+        # usually waits again right after it answers: one look as soon as its first
+        # output has been taken, before the timers (whose granularity is a millisecond).
+        self._quick_look_due = (
+            before is not None
+            and before.input_waiting
+            and before.process_group_id != probe.shell_group()
+        )
         self._probe_timer: asyncio.TimerHandle | None = None
         self._silence_timer: asyncio.TimerHandle | None = None
         self._deadline_timer: asyncio.TimerHandle | None = self._loop.call_later(
@@ -237,6 +245,9 @@ class Readiness:
             self._prompt_tail_at = None
         self._probe_step = 0
         self._arm_probe(_BACKOFF_MS[0])
+        if self._quick_look_due and has_text and self._write_done:
+            self._quick_look_due = False
+            self._loop.call_soon(self._quick_look)
 
     def on_exit(self) -> None:
         self._settle(Settlement(reason=WaitReason.SESSION_EXIT, exit_code=None))
@@ -349,6 +360,10 @@ class Readiness:
     def _too_early_for_new_waiter(self) -> bool:
         """A group that was not waiting before the write counts after ``exact_probe_after_ms``."""
         return self._loop.time() - self._started_at < self._config.exact_probe_after_ms / 1000
+
+    def _quick_look(self) -> None:
+        if not self.settled:
+            self._check_stdin_wait()
 
     def _on_probe(self) -> None:
         self._probe_timer = None

@@ -89,6 +89,8 @@ class BashSession:
         self._marker_event = asyncio.Event()
         self._shell_exe: tuple[int, int] | None = None
         self._reader_proof: _ReaderProof | None = None
+        # The last group look that found its leader reading, with the leader's stamp.
+        self._wait_seen: Foreground | None = None
         self._motd = ""
         self._startup_text: list[str] = []
         # Modes decide what a named key sends, in every session; a screen session also
@@ -164,21 +166,29 @@ class BashSession:
         owns the foreground and, having one thread, has not run since the run stamp read
         before that proof — the snapshot follows from the proof without another look:
         that thread is still blocked in the read it was seen in, with the same wake
-        count. Anything else takes a full look.
+        count. The same goes for the last group look that found a single-threaded leader
+        reading. Anything else takes a full look.
         """
         proof = self._reader_proof
         self._reader_proof = None
-        if proof is not None and self._process.foreground_pgid() == proof.pid:
-            fd_modes = self._process.terminal_modes()
-            if fd_modes is not None and self._process.run_stamp(proof.pid) == proof.runs:
-                echo, canonical = fd_modes
-                return Foreground(
-                    process_group_id=proof.pid,
-                    input_waiting=True,
-                    echo=echo,
-                    canonical=canonical,
-                    wake_count=proof.wakes,
-                )
+        seen, self._wait_seen = self._wait_seen, None
+        if proof is not None:
+            seen = Foreground(
+                process_group_id=proof.pid,
+                input_waiting=True,
+                echo=True,
+                wake_count=proof.wakes,
+                leader_stamp=proof.runs,
+            )
+        if seen is not None and seen.leader_stamp is not None:
+            # The same holds for any group whose single-threaded leader was last seen
+            # reading (a REPL between two sends).
+            pgid = seen.process_group_id
+            if self._process.foreground_pgid() == pgid:
+                fd_modes = self._process.terminal_modes()
+                if fd_modes is not None and self._process.run_stamp(pgid) == seen.leader_stamp:
+                    echo, canonical = fd_modes
+                    return attrs.evolve(seen, echo=echo, canonical=canonical)
         return self.foreground()
 
     def _prompt_shell(self, foreground: int) -> int | None:
@@ -242,7 +252,10 @@ class BashSession:
         return foreground is not None and foreground == self._shell_pgid
 
     def foreground(self) -> Foreground | None:
-        return self._process.inspect_foreground()
+        seen = self._process.inspect_foreground()
+        if seen is not None and seen.leader_stamp is not None:
+            self._wait_seen = seen
+        return seen
 
     def shell_group(self) -> int | None:
         return self._shell_pgid

@@ -85,6 +85,11 @@ class StdinProbe(Protocol):
         """
         ...
 
+    def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:
+        """Like :meth:`group_wait`; ``stamp`` is the leader's run stamp when the leader
+        is single-threaded and is the one reading (None otherwise)."""
+        ...
+
 
 class NullStdinProbe:
     """The probe for platforms without one: never claims a process is reading."""
@@ -101,6 +106,9 @@ class NullStdinProbe:
         return None
 
     def group_wait(self, pgid: int, terminal: TerminalIdentity) -> int | None:
+        return None
+
+    def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:
         return None
 
 

@@ -147,18 +147,29 @@ class LinuxStdinProbe:
         The group leader is tried first because it is usually the one reading; the rest
         of the group costs one scan of ``/proc``, in pid order.
         """
+        found = self.group_reader(pgid, terminal)
+        return found.wakes if found is not None else None
+
+    def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:
+        """Like :meth:`group_wait`, with the leader's run stamp when it is the reader.
+
+        ``stamp`` is set only when the group leader itself is single-threaded and blocked
+        reading: unchanged later, the leader is still in this very wait.
+        """
         if self._table is None or pgid <= 0:
             return None
-        found = self._member_wait(pgid, terminal)
+        found = self._member_wait(pgid, terminal, leader=True)
         if found is not None:
             return found
         for pid in sorted(self._members(pgid)):
-            found = self._member_wait(pid, terminal)
+            found = self._member_wait(pid, terminal, leader=False)
             if found is not None:
                 return found
         return None
 
-    def _member_wait(self, pid: int, terminal: TerminalIdentity) -> int | None:
+    def _member_wait(
+        self, pid: int, terminal: TerminalIdentity, *, leader: bool
+    ) -> ReaderWait | None:
         """Summed wake counts of ``pid``'s threads reading ``terminal``; None if none is."""
         if self._table is None:
             return None
@@ -168,7 +179,9 @@ class LinuxStdinProbe:
         stamps = self._reading_stamps(pid, tids, terminal, first_only=False)
         if not stamps:
             return None
-        return sum(wakes_in(stamp) or 0 for stamp in stamps)
+        wakes = sum(wakes_in(stamp) or 0 for stamp in stamps)
+        single = leader and tids == [str(pid)]
+        return ReaderWait(wakes=wakes, stamp=stamps[0] if single else None)
 
     def _threads(self, pid: int) -> list[str] | None:
         """``pid``'s thread ids; one ``stat`` when it has a single thread (the common case:

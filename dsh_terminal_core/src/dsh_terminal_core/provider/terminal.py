@@ -409,13 +409,16 @@ class LocalTerminalProcess:
             lflag = termios.tcgetattr(fd)[3]
         except (OSError, termios.error):
             return None
-        wakes = self._probe.group_wait(pgid, self._terminal) if self._terminal is not None else None
+        reader = (
+            self._probe.group_reader(pgid, self._terminal) if self._terminal is not None else None
+        )
         return Foreground(
             process_group_id=pgid,
-            input_waiting=wakes is not None,
+            input_waiting=reader is not None,
             echo=bool(lflag & termios.ECHO),
             canonical=bool(lflag & termios.ICANON),
-            wake_count=wakes or 0,
+            wake_count=(reader.wakes or 0) if reader is not None else 0,
+            leader_stamp=reader.stamp if reader is not None else None,
         )
 
     def is_reading_terminal(self, pid: int) -> bool:

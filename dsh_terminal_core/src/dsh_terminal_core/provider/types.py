@@ -68,6 +68,9 @@ class Foreground:
     echo: bool
     canonical: bool = True
     wake_count: int = 0
+    # The reading leader's run stamp (single-threaded leaders only): while
+    # ``run_stamp(process_group_id)`` still returns it, the leader is in this very wait.
+    leader_stamp: bytes | None = None
 
     @property
     def input_hidden(self) -> bool:
