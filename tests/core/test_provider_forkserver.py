@@ -280,9 +280,9 @@ def _signal_on_receive(monkeypatch: pytest.MonkeyPatch) -> tuple[asyncio.Event, 
     waiting = asyncio.Event()
     real_receive = forkclient._receive
 
-    async def gated(loop: asyncio.AbstractEventLoop, sock: socket.socket) -> Any:
+    async def gated(loop: asyncio.AbstractEventLoop, sock: socket.socket, **options: Any) -> Any:
         waiting.set()
-        return await real_receive(loop, sock)
+        return await real_receive(loop, sock, **options)
 
     monkeypatch.setattr(forkclient, "_receive", gated)
     return waiting, real_receive

@@ -140,7 +140,7 @@ class ForkServer:
             try:
                 await loop.sock_connect(sock, address)
                 await loop.sock_sendall(sock, payload)
-                reply, fds = await _receive(loop, sock)
+                reply, fds = await _receive(loop, sock, in_turn=True)
             except OSError as exc:
                 sock.close()
                 if exc.errno == errno.EMSGSIZE:
@@ -365,9 +365,13 @@ def _served(sock: socket.socket, reply: dict[str, Any], fds: list[int], name: st
 
 
 async def _receive(
-    loop: asyncio.AbstractEventLoop, sock: socket.socket
+    loop: asyncio.AbstractEventLoop, sock: socket.socket, *, in_turn: bool = False
 ) -> tuple[dict[str, Any], list[int]]:
-    """One message and the descriptors attached to it (close-on-exec)."""
+    """One message and the descriptors attached to it (close-on-exec).
+
+    ``in_turn``: once the answer is there, it is taken in a turn of the opens (see
+    ``turns``), so answers that arrive together are not all handled in one iteration.
+    """
     while True:
         try:
             data, ancillary, flags, _ = sock.recvmsg(
@@ -376,6 +380,8 @@ async def _receive(
             break
         except (BlockingIOError, InterruptedError):
             await _readable(loop, sock.fileno())
+            if in_turn:
+                await take_turn()
     fds: list[int] = []
     for level, kind, blob in ancillary:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
