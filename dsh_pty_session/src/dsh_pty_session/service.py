@@ -207,7 +207,7 @@ class PtySessionService:
             owner, session_id, SendRequest(text=data, submit=submit, cancel=cancel)
         )
         try:
-            result = await asyncio.shield(op.done)
+            result = await op.result()
         except asyncio.CancelledError:
             # The reservation is held until the interrupt settles; let it, then leave.
             with contextlib.suppress(Exception):

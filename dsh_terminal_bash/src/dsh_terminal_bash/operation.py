@@ -25,6 +25,9 @@ class BashSendOperation:
     ) -> None:
         self._viewport = ViewportBuffer(max_bytes)
         self._done: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        # Futures handed out by result(), settled in the same step as done.
+        self._waiters: list[asyncio.Future[SendResult]] = []
+        self._done.add_done_callback(self._release_waiters)
         self._canceller = canceller
         self._cancel_task: asyncio.Task[None] | None = None
         self.collecting = True
@@ -61,7 +64,40 @@ class BashSendOperation:
     def cancel_task(self) -> asyncio.Task[None] | None:
         return self._cancel_task
 
+    def result(self) -> asyncio.Future[SendResult]:
+        """The result, for a caller that must not cancel the send by being cancelled.
+
+        A fresh future, settled in the same step as :attr:`done` (awaiting
+        ``shield(done)`` resumes the caller one loop turn later); cancelling it leaves
+        the send alone.
+        """
+        waiter: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        if self._done.done():
+            self._release_waiters(self._done)
+        return waiter
+
     def settle(self, result: SendResult) -> None:
         self.collecting = False
         if not self._done.done():
             self._done.set_result(result)
+            self._release_waiters(self._done)
+
+    def fail(self, error: BaseException) -> None:
+        """End the send with ``error`` instead of a result (nothing was typed)."""
+        self.collecting = False
+        if not self._done.done():
+            self._done.set_exception(error)
+            self._release_waiters(self._done)
+
+    def _release_waiters(self, done: asyncio.Future[SendResult]) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if waiter.done():
+                continue
+            if done.cancelled():
+                waiter.cancel()
+            elif (error := done.exception()) is not None:
+                waiter.set_exception(error)
+            else:
+                waiter.set_result(done.result())

@@ -531,9 +531,7 @@ class BashSession:
         if readiness is not None and self._op is op:
             readiness.stop()
             self._readiness = None
-        if not op.done.done():
-            op.collecting = False
-            op.done.set_exception(_not_at_secret_prompt(self.session_id))
+        op.fail(_not_at_secret_prompt(self.session_id))
         if self._op is op:
             self._op = None
 

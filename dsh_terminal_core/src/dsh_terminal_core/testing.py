@@ -49,6 +49,10 @@ class FakeSendOperation:
     def done(self) -> asyncio.Future[SendResult]:
         return self._done
 
+    def result(self) -> asyncio.Future[SendResult]:
+        """The result; cancelling the await leaves the send alone."""
+        return asyncio.shield(self._done)
+
     def read_output(self) -> str:
         """Return what was collected since the previous call."""
         fresh = "".join(self._collected[self._cursor :])

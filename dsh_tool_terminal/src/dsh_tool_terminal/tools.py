@@ -215,7 +215,7 @@ def terminal_tools(
             exec_.agent, args["sessionId"], SendRequest(cancel=exec_.cancel, **request_args)
         )
         try:
-            result = await asyncio.shield(op.done)
+            result = await op.result()
         except asyncio.CancelledError:
             await asyncio.shield(op.cancel())
             raise
@@ -248,7 +248,7 @@ def terminal_tools(
             ),
         )
         try:
-            result = await asyncio.shield(op.done)
+            result = await op.result()
         except asyncio.CancelledError:
             await asyncio.shield(op.cancel())
             raise

@@ -236,6 +236,15 @@ class SendOperation(Protocol):
     @property
     def done(self) -> asyncio.Future[SendResult]: ...
 
+    def result(self) -> Awaitable[SendResult]:
+        """The result, for a caller that must not cancel the send by being cancelled.
+
+        Cancelling the await leaves the send running (unlike awaiting :attr:`done`), and
+        the caller resumes in the loop turn the send settles (``shield(done)`` takes one
+        more).
+        """
+        ...
+
     def read_output(self) -> str:
         """Return the output collected since the previous call (consuming cursor)."""
         ...
