@@ -63,7 +63,10 @@ def _tagged(tag: str) -> list[psutil.Process]:
 
 @pytest.mark.parametrize("mode", MODES)
 def test_sigkilled_host_leaves_no_terminal_process(tmp_path: Path, mode: str) -> None:
-    tag = str(700 + (os.getpid() + time.monotonic_ns()) % 200)
+    # Seconds of sleep that also name the workloads; the fraction keeps the tag from
+    # matching any other command line (a bare "768" is inside "32768").
+    seed = os.getpid() + time.monotonic_ns()
+    tag = f"{700 + seed % 200}.{seed // 200 % 10**6:06d}"
     with subprocess.Popen(
         [sys.executable, "-c", HOST, mode, str(tmp_path), tag],
         stdout=subprocess.PIPE,
