@@ -233,3 +233,40 @@ async def test_sole_member_is_false_for_a_group_that_is_gone(spawn: Spawn) -> No
     process = await spawn(["/bin/true"])
     await process.done
     assert not process.sole_member(process.pid)
+
+
+async def test_group_look_scans_processes_only_for_a_group_with_other_members(
+    spawn: Spawn,
+) -> None:
+    process = await spawn(BASH)
+    output = Output(process)
+    await output.wait_count(PROMPT, 1)
+    probe = process._probe
+    scans = 0
+    members = probe._members  # type: ignore[attr-defined]
+
+    def counted(pgid: int) -> object:
+        nonlocal scans
+        scans += 1
+        return members(pgid)
+
+    probe._members = counted  # type: ignore[attr-defined]
+    # A lone command that does not read: no member to look for, no scan.
+    await process.write("sleep 100\n")
+    await eventually(process.inspect_foreground, lambda f: _runs(f, "sleep"))
+    scans = 0  # (between fork and exec the group may still be forming)
+    for _ in range(20):
+        busy = process.inspect_foreground()
+        assert busy is not None and not busy.input_waiting
+    assert scans == 0
+    process.signal_foreground("SIGINT")
+    await output.wait_count(PROMPT, 2)
+    # The leader waits for its child, and the child reads the terminal: found by a scan.
+    await process.write("sh -c 'cat; true'\n")
+    await eventually(
+        process.inspect_foreground,
+        lambda f: f.input_waiting and f.process_group_id != process.pid,
+    )
+    assert scans > 0
+    process.signal_foreground("SIGINT")
+    await output.wait_count(PROMPT, 3)

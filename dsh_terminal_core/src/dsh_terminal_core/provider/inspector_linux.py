@@ -47,7 +47,7 @@ from .inspector import ReaderWait, TerminalIdentity
 from .procfiles import KeptFiles, ProcessFiles, epoll_entries
 from .procfs import PROC, iter_pids, read_bytes, read_stat
 from .syscalls import Limit, SyscallTable, Wait, WaitCall, current_table
-from .taskfacts import wake_count, wakes_in
+from .taskfacts import sole_member, wake_count, wakes_in
 
 __all__ = ["SHORT_WAIT_NS", "LinuxStdinProbe"]
 
@@ -145,7 +145,8 @@ class LinuxStdinProbe:
         """Return the wake count if some member of ``pgid`` is reading ``terminal``, else None.
 
         The group leader is tried first because it is usually the one reading; the rest
-        of the group costs one scan of ``/proc``, in pid order.
+        of the group costs one scan of ``/proc``, in pid order, unless the group is
+        provably its leader alone.
         """
         found = self.group_reader(pgid, terminal)
         return found.wakes if found is not None else None
@@ -161,6 +162,12 @@ class LinuxStdinProbe:
         found = self._member_wait(pgid, terminal, leader=True)
         if found is not None:
             return found
+        if sole_member(pgid):
+            # A group of its leader alone (a command printing output, say) has no other
+            # member to find: a few reads instead of a scan of every process. Were a
+            # member missed (an orphan of the leader's still in its group), the answer
+            # would be "not reading", which never settles a send wrongly.
+            return None
         for pid in sorted(self._members(pgid)):
             found = self._member_wait(pid, terminal, leader=False)
             if found is not None:
