@@ -141,6 +141,26 @@ async def test_cancel_outlived_by_a_busy_shell_still_drops_the_part_it_read(
             assert after.viewport == f"next-{i}\n", (i, after.viewport)
 
 
+async def test_cancel_stops_a_loop_the_shell_runs_by_itself(tmp_path: Path) -> None:
+    running = tmp_path / "running"
+    os.mkfifo(running)
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        for i in range(ROUNDS):
+            # Builtins only: no command ever takes the foreground from the shell.
+            line = f"echo up > {running}; while :; do :; done; echo never-{i}; (exit 3)"
+            op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=line))
+            assert await asyncio.to_thread(running.read_text) == "up\n"
+            await op.cancel()
+            result = await op.done
+            assert (result.wait_reason, result.exit_code) == (STDIN, 130), (i, result)
+            assert f"never-{i}" not in result.viewport.split("\n"), (i, result.viewport)
+            after = await send(h, agent, sid, f"echo after-{i}")
+            assert (after.wait_reason, after.exit_code) == (STDIN, 0), (i, after)
+            assert after.viewport == f"after-{i}\n", (i, after.viewport)
+
+
 async def test_cancel_after_sigint_to_the_idle_shell_leaves_nothing_behind() -> None:
     async with harness() as h:
         agent = h.create_agent("a")

@@ -642,12 +642,13 @@ class BashSession:
         foreground group gets SIGINT. A group that takes the foreground afterwards (the
         command was being forked just then) gets SIGINT too, until the send settles.
 
-        A shell's own group is interrupted only while the shell is blocked reading its
+        A shell's own group is interrupted while the shell is blocked reading its
         terminal (its line editor then drops the partial line and prints a new prompt at
         once). Bash busy between two reads would hold the signal until its next input
-        and eat that input's first byte, and bash that already took the whole line would
-        run the unparsed rest of it; so a busy shell is left to finish the line, and the
-        command it starts is what gets the SIGINT.
+        and eat that input's first byte, so a shell busy inside its line editor is left
+        to reach its next read, and a shell forking a command is left to start it: the
+        command is what gets the SIGINT. The session's shell running a line of builtins
+        (its terminal canonical again) gets it at once; nothing else would stop a loop.
         """
         task = op.write_task
         if task is not None and not task.done():
@@ -729,7 +730,8 @@ class BashSession:
                 2 * self._config.poll_interval_ms / 1000
             ):
                 return
-            if self._exact and self.prompt_reader() is None:
+            busy = self._exact and self.prompt_reader() is None
+            if busy and not self._running_own_line(foreground, state, now):
                 return  # busy between reads: wait for its read, or for its command
             state.shell_signalled_at = now
             state.markers_at_signal = self._markers
@@ -741,6 +743,32 @@ class BashSession:
                 self._interrupt_unanswered = True
             else:
                 state.command_signalled = True
+
+    def _running_own_line(self, foreground: int, state: _CancelState, now: float) -> bool:
+        """The session's busy shell has been running a line it took whole, for a while.
+
+        Its line editor keeps the terminal out of canonical mode from the first read of a
+        line to its end (a key-bound command included) and gives it back before running
+        it, so a canonical terminal means the shell is past its line editor: running
+        builtins (a loop of them never lets a command take the foreground), where a
+        SIGINT stops the line, as Ctrl-C does. The shell is canonical too for the moment
+        between a finished line and its next prompt; a SIGINT there is held by the line
+        editor until the next input, like one between two reads, so the shell must have
+        been seen so, with no prompt printed, across two poll intervals. Once a command
+        of the line got the SIGINT, the rest is the shell answering it, left alone. Only
+        the session's own shell: a group led by a copy of the shell may be a command's
+        child between its fork and its exec, which would lose the signal and then run.
+        """
+        modes = self._process.terminal_modes()
+        canonical = modes is not None and modes[1]
+        if state.command_signalled or foreground != self._shell_pgid or not canonical:
+            state.running_since = None
+            return False
+        if state.running_since is None or state.running_markers != self._markers:
+            state.running_since = now
+            state.running_markers = self._markers
+            return False
+        return now - state.running_since >= 2 * self._config.poll_interval_ms / 1000
 
     # -- read, signal, close ----------------------------------------------------------
 
@@ -851,6 +879,10 @@ class _CancelState:
     markers_at_signal: int | None = None
     # A command (not a shell) got the SIGINT: the shell had read the whole line.
     command_signalled: bool = False
+    # Since when the session's shell has been seen running a line of its own, and the
+    # prompt count then (see ``BashSession._running_own_line``).
+    running_since: float | None = None
+    running_markers: int = 0
 
 
 def _not_at_secret_prompt(session_id: str) -> TerminalError:
