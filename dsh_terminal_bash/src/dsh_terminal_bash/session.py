@@ -648,7 +648,8 @@ class BashSession:
         and eat that input's first byte, so a shell busy inside its line editor is left
         to reach its next read, and a shell forking a command is left to start it: the
         command is what gets the SIGINT. The session's shell running a line of builtins
-        (its terminal canonical again) gets it at once; nothing else would stop a loop.
+        (its terminal canonical again) gets it once it has run so for two poll intervals
+        (see ``_running_own_line``); nothing else would stop a loop of them.
         """
         task = op.write_task
         if task is not None and not task.done():
