@@ -48,15 +48,6 @@ class StartupFailed(TerminalError):
         super().__init__(message, "SPAWN_FAILED")
 
 
-@attrs.frozen(kw_only=True)
-class _ReaderProof:
-    """A shell seen blocked reading the terminal with ``wakes``; ``runs`` read before the look."""
-
-    pid: int
-    wakes: int
-    runs: bytes
-
-
 class BashSession:
     """One bash process on a PTY, driven through the controlled prompt protocol."""
 
@@ -88,8 +79,8 @@ class BashSession:
         self._interrupt_unanswered = False
         self._marker_event = asyncio.Event()
         self._shell_exe: tuple[int, int] | None = None
-        self._reader_proof: _ReaderProof | None = None
-        # The last group look that found its leader reading, with the leader's stamp.
+        # The last look that found a single-threaded foreground leader reading (the
+        # shell at its prompt, a REPL), with that leader's run stamp.
         self._wait_seen: Foreground | None = None
         self._motd = ""
         self._startup_text: list[str] = []
@@ -156,33 +147,27 @@ class BashSession:
         if wait is None:
             return None
         if wait.stamp is not None and wait.wakes is not None:
-            self._reader_proof = _ReaderProof(pid=pid, wakes=wait.wakes, runs=wait.stamp)
+            self._wait_seen = Foreground(
+                process_group_id=pid,
+                input_waiting=True,
+                echo=True,  # the modes are read again when the proof is used
+                wake_count=wait.wakes,
+                leader_stamp=wait.stamp,
+            )
         return pid, wait.wakes
 
     def _foreground_before_write(self) -> Foreground | None:
         """The foreground as the stdin-wait tier must remember it from before the write.
 
-        When the last proven prompt read is provably still the same wait — the same shell
-        owns the foreground and, having one thread, has not run since the run stamp read
-        before that proof — the snapshot follows from the proof without another look:
-        that thread is still blocked in the read it was seen in, with the same wake
-        count. The same goes for the last group look that found a single-threaded leader
-        reading. Anything else takes a full look.
+        When the last look that found a single-threaded leader reading (the shell at its
+        prompt, a REPL between two sends) is provably still the same wait — the same
+        group owns the foreground and its leader has not run since the run stamp read in
+        that look — the snapshot follows from that look without another: the leader is
+        still blocked in the read it was seen in, with the same wake count. Anything else
+        takes a full look.
         """
-        proof = self._reader_proof
-        self._reader_proof = None
         seen, self._wait_seen = self._wait_seen, None
-        if proof is not None:
-            seen = Foreground(
-                process_group_id=proof.pid,
-                input_waiting=True,
-                echo=True,
-                wake_count=proof.wakes,
-                leader_stamp=proof.runs,
-            )
         if seen is not None and seen.leader_stamp is not None:
-            # The same holds for any group whose single-threaded leader was last seen
-            # reading (a REPL between two sends).
             pgid = seen.process_group_id
             if self._process.foreground_pgid() == pgid:
                 fd_modes = self._process.terminal_modes()

@@ -75,19 +75,14 @@ class StdinProbe(Protocol):
         """
         ...
 
-    def group_wait(self, pgid: int, terminal: TerminalIdentity) -> int | None:
-        """Return a wake count if some member of group ``pgid`` is reading ``terminal``.
-
-        None means no member is known to be reading. The count is the summed voluntary
-        context switches of the waiting threads of the first member found waiting (the
-        group leader is looked at first): if it moves between two looks at the same
-        waiting group, the group woke up and went back to waiting in between.
-        """
-        ...
-
     def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:
-        """Like :meth:`group_wait`; ``stamp`` is the leader's run stamp when the leader
-        is single-threaded and is the one reading (None otherwise)."""
+        """The wait of a member of group ``pgid`` reading ``terminal``; None if none is known.
+
+        ``wakes`` sums the wake counts of the waiting threads of the first member found
+        waiting (the leader is looked at first): if it moves between two looks at the same
+        waiting group, the group woke up and went back to waiting in between. ``stamp`` is
+        the leader's run stamp when the leader is single-threaded and is the one reading.
+        """
         ...
 
 
@@ -103,9 +98,6 @@ class NullStdinProbe:
     def reader_wait(
         self, pid: int, terminal: TerminalIdentity, kept: KeptFiles | None = None
     ) -> ReaderWait | None:
-        return None
-
-    def group_wait(self, pgid: int, terminal: TerminalIdentity) -> int | None:
         return None
 
     def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:

@@ -141,21 +141,14 @@ class LinuxStdinProbe:
             return None
         return ReaderWait(wakes=before, stamp=None)
 
-    def group_wait(self, pgid: int, terminal: TerminalIdentity) -> int | None:
-        """Return the wake count if some member of ``pgid`` is reading ``terminal``, else None.
-
-        The group leader is tried first because it is usually the one reading; the rest
-        of the group costs one scan of ``/proc``, in pid order, unless the group is
-        provably its leader alone.
-        """
-        found = self.group_reader(pgid, terminal)
-        return found.wakes if found is not None else None
-
     def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:
-        """Like :meth:`group_wait`, with the leader's run stamp when it is the reader.
+        """The wait of the first member of ``pgid`` found reading ``terminal``, or None.
 
-        ``stamp`` is set only when the group leader itself is single-threaded and blocked
-        reading: unchanged later, the leader is still in this very wait.
+        ``wakes`` is the summed wake count of that member's reading threads. The group
+        leader is tried first because it is usually the one reading; the rest of the
+        group costs one scan of ``/proc``, in pid order, unless the group is provably its
+        leader alone. ``stamp`` is set only when the leader itself is single-threaded and
+        blocked reading: unchanged later, the leader is still in this very wait.
         """
         if self._table is None or pgid <= 0:
             return None

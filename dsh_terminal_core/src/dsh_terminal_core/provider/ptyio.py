@@ -116,19 +116,11 @@ class PtyChannel:
         async with self._write_lock:
             view = memoryview(data)
             while view:
-                fd = self._require_fd()
-                try:
-                    written = os.write(fd, view)
-                except BlockingIOError:
-                    written = 0
-                except OSError as exc:
-                    raise TerminalError(
-                        f"cannot write to the terminal: {exc.strerror}", "TERMINAL_CLOSED"
-                    ) from exc
+                written = self._write_once(view)
                 if written:
                     view = view[written:]
                 else:
-                    await self._writable(fd)
+                    await self._writable(self._require_fd())
 
     def write_now(self, data: bytes) -> int:
         """Write what the terminal takes of ``data`` at once, without waiting; return the count.
@@ -142,6 +134,10 @@ class PtyChannel:
         """
         if self._write_lock.locked() or not data:
             return 0
+        return self._write_once(data)
+
+    def _write_once(self, data: bytes | memoryview) -> int:
+        """One non-blocking write; 0 when the terminal has no room now."""
         fd = self._require_fd()
         try:
             return os.write(fd, data)
