@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -88,3 +89,23 @@ class Output:
 
     async def wait_count(self, needle: bytes, count: int, timeout: float = 20) -> None:
         await self.wait_for(needle, count, timeout)
+
+
+def live_children(proc: psutil.Process) -> set[int]:
+    """Pids of ``proc``'s children that are running (not zombies)."""
+    found = set()
+    for child in proc.children():
+        with contextlib.suppress(psutil.Error):
+            if child.status() != psutil.STATUS_ZOMBIE:
+                found.add(child.pid)
+    return found
+
+
+async def until_true(check: Callable[[], bool], timeout: float = 5.0) -> bool:
+    """Re-check a process-table condition until it holds (no exit event exists for it)."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True

@@ -17,7 +17,7 @@ import pytest
 
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import SendRequest, WaitReason
+from dsh_terminal_core.terminals import SendRequest, SendResult, WaitReason
 
 from ..helpers import harness, open_shell, send
 
@@ -32,23 +32,40 @@ def _last_line(viewport: str) -> str:
     return lines[-1] if lines else ""
 
 
+async def _cancel_after_turns(
+    h: Harness, agent: Agent, sid: str, text: str, turns: int
+) -> SendResult:
+    """Start sending ``text``, let ``turns`` loop turns pass, cancel, and return the result."""
+    op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=text))
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    await op.cancel()
+    result: SendResult = await op.done
+    return result
+
+
+async def _next_line_runs_alone(
+    h: Harness, agent: Agent, sid: str, token: str, code: int = 0
+) -> None:
+    """The next line settles on its own prompt, with its own exit code and only its output."""
+    line = f"echo {token}" + (f"; (exit {code})" if code else "")
+    after = await send(h, agent, sid, line)
+    assert (after.wait_reason, after.exit_code) == (STDIN, code), (token, after)
+    assert after.viewport == f"{token}\n", (token, after.viewport)
+
+
 async def test_cancel_within_loop_turns_of_the_send_never_runs_part_of_the_line() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
         for i in range(ROUNDS * 2):
-            op = h.ctx.terminals.start_send(agent, sid, SendRequest(text="sleep 20"))
-            for _ in range(i % 4):  # cancel 0, 1, 2 or 3 loop turns after the send
-                await asyncio.sleep(0)
-            await op.cancel()
-            result = await op.done
+            # Cancel 0, 1, 2 or 3 loop turns after the send.
+            result = await _cancel_after_turns(h, agent, sid, "sleep 20", i % 4)
             assert (result.wait_reason, result.exit_code) == (STDIN, 130), (i, result)
             assert "command not found" not in result.viewport, (i, result.viewport)
             # Nothing of the cancelled line is left running or queued: the next send is
             # answered by its own prompt, with its own output.
-            after = await send(h, agent, sid, f"echo next-{i}")
-            assert (after.wait_reason, after.exit_code) == (STDIN, 0), (i, after)
-            assert after.viewport == f"next-{i}\n", (i, after.viewport)
+            await _next_line_runs_alone(h, agent, sid, f"next-{i}")
 
 
 async def test_cancel_interrupts_a_command_that_takes_the_foreground_late() -> None:
@@ -58,13 +75,9 @@ async def test_cancel_interrupts_a_command_that_takes_the_foreground_late() -> N
         for i in range(ROUNDS):
             # A builtin runs first, so the cancel can land while bash itself is busy with
             # the line; the sleep forked afterwards must still be interrupted.
-            op = h.ctx.terminals.start_send(
-                agent, sid, SendRequest(text=f"x={i}; sleep 20; echo not-{i}")
+            result = await _cancel_after_turns(
+                h, agent, sid, f"x={i}; sleep 20; echo not-{i}", i % 3 + 1
             )
-            for _ in range(i % 3 + 1):
-                await asyncio.sleep(0)
-            await op.cancel()
-            result = await op.done
             assert (result.wait_reason, result.exit_code) == (STDIN, 130), (i, result)
             assert f"not-{i}" not in result.viewport.split("\n"), (i, result.viewport)
 
@@ -106,9 +119,7 @@ async def test_cancel_while_bash_is_busy_inside_its_line_drops_the_part_it_read(
             assert f"part-{i}" not in lines and f"rest-{i}" not in lines, (i, result.viewport)
             assert lines[-2:] == [f"dsh> echo part-{i}^C", ""], (i, result.viewport)
             # Nothing of the line is left in the editor to run joined to the next one.
-            after = await send(h, agent, sid, f"echo next-{i}")
-            assert (after.wait_reason, after.exit_code) == (STDIN, 0), (i, after)
-            assert after.viewport == f"next-{i}\n", (i, after.viewport)
+            await _next_line_runs_alone(h, agent, sid, f"next-{i}")
 
 
 async def test_cancel_outlived_by_a_busy_shell_still_drops_the_part_it_read(
@@ -136,9 +147,7 @@ async def test_cancel_outlived_by_a_busy_shell_still_drops_the_part_it_read(
             await asyncio.to_thread(gate.write_text, "go\n")
             # The next line is typed only once the part read before the cancel was
             # dropped: it runs alone, with its own exit code and output.
-            after = await send(h, agent, sid, f"echo next-{i}; (exit 5)")
-            assert (after.wait_reason, after.exit_code) == (STDIN, 5), (i, after)
-            assert after.viewport == f"next-{i}\n", (i, after.viewport)
+            await _next_line_runs_alone(h, agent, sid, f"next-{i}", code=5)
 
 
 async def test_cancel_stops_a_loop_the_shell_runs_by_itself(tmp_path: Path) -> None:
@@ -156,9 +165,7 @@ async def test_cancel_stops_a_loop_the_shell_runs_by_itself(tmp_path: Path) -> N
             result = await op.done
             assert (result.wait_reason, result.exit_code) == (STDIN, 130), (i, result)
             assert f"never-{i}" not in result.viewport.split("\n"), (i, result.viewport)
-            after = await send(h, agent, sid, f"echo after-{i}")
-            assert (after.wait_reason, after.exit_code) == (STDIN, 0), (i, after)
-            assert after.viewport == f"after-{i}\n", (i, after.viewport)
+            await _next_line_runs_alone(h, agent, sid, f"after-{i}")
 
 
 async def test_cancel_after_sigint_to_the_idle_shell_leaves_nothing_behind() -> None:
@@ -172,19 +179,13 @@ async def test_cancel_after_sigint_to_the_idle_shell_leaves_nothing_behind() -> 
             # cancel lands 0-3 loop turns into it, before or while its line is typed.
             for _ in range(1 + i % 2):
                 await h.ctx.terminals.signal(agent, sid, "SIGINT")
-            op = h.ctx.terminals.start_send(
-                agent, sid, SendRequest(text=f"sleep 5; echo cancelled-{i}; (exit 3)")
+            result = await _cancel_after_turns(
+                h, agent, sid, f"sleep 5; echo cancelled-{i}; (exit 3)", i % 4
             )
-            for _ in range(i % 4):
-                await asyncio.sleep(0)
-            await op.cancel()
-            result = await op.done
             assert (result.wait_reason, result.exit_code) == (STDIN, 130), (i, result)
             assert f"cancelled-{i}" not in result.viewport.split("\n"), (i, result.viewport)
             assert "not found" not in result.viewport, (i, result.viewport)
-            after = await send(h, agent, sid, f"echo after-{i}")
-            assert (after.wait_reason, after.exit_code) == (STDIN, 0), (i, after)
-            assert after.viewport == f"after-{i}\n", (i, after.viewport)
+            await _next_line_runs_alone(h, agent, sid, f"after-{i}")
 
 
 async def test_exit_code_survives_a_bare_carriage_return() -> None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 
 import psutil
 import pytest
@@ -16,6 +15,8 @@ import pytest
 from dsh_terminal_core.provider import LocalTerminalProvider, TerminalSpawnSpec, terminal
 from dsh_terminal_core.provider.forkclient import fork_server
 from dsh_terminal_core.turns import loop_turn, take_turn
+
+from ..helpers import live_children, until_true
 
 
 async def test_steps_started_together_run_one_per_iteration() -> None:
@@ -101,28 +102,9 @@ async def test_an_open_cancelled_between_its_build_turns_leaves_nothing(
         monkeypatch.setattr(terminal, "loop_turn", held)
         task = asyncio.ensure_future(provider.spawn_terminal(spec))
         await asyncio.wait_for(reached.wait(), 10)
-        assert len(_live(server.children())) == 1  # handed over, not yet a handle
+        assert len(live_children(server)) == 1  # handed over, not yet a handle
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         monkeypatch.setattr(terminal, "loop_turn", real_turn)
-        assert await _until(lambda: _live(server.children()) == []), server.children()
-
-
-def _live(processes: list[psutil.Process]) -> list[int]:
-    alive = []
-    for proc in processes:
-        with contextlib.suppress(psutil.Error):
-            if proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc.pid)
-    return alive
-
-
-async def _until(check: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Re-check a process-table condition until it holds (no exit event exists for it)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.01)
-    return True
+        assert await until_true(lambda: live_children(server) == set()), server.children()

@@ -20,7 +20,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from dsh_terminal_core.provider import (
 )
 from dsh_terminal_core.provider.forkclient import ForkServer, fork_server
 
-from ..helpers import Output, Spawn
+from ..helpers import Output, Spawn, until_true
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the fork server is Linux-only"
@@ -47,25 +46,6 @@ def _server() -> psutil.Process:
     pid = fork_server().pid
     assert pid is not None, "the fork server is not running"
     return psutil.Process(pid)
-
-
-def _live_children_of(proc: psutil.Process) -> set[int]:
-    found = set()
-    for child in proc.children():
-        with contextlib.suppress(psutil.Error):
-            if child.status() != psutil.STATUS_ZOMBIE:
-                found.add(child.pid)
-    return found
-
-
-async def _until(check: Callable[[], bool], timeout: float = 5.0) -> bool:
-    """Re-check a process-table condition until it holds (no exit event exists for it)."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.01)
-    return True
 
 
 # -- what the shell sees -------------------------------------------------------------------
@@ -246,7 +226,7 @@ async def test_500_open_close_cycles_leak_no_descriptor_here_or_in_the_server() 
         await process.terminate()
     assert len(os.listdir("/proc/self/fd")) == fds
     # The server closes a connection when it reads its end of file, a moment later.
-    assert await _until(lambda: server.num_fds() <= server_fds), server.num_fds()
+    assert await until_true(lambda: server.num_fds() <= server_fds), server.num_fds()
     assert server.children() == [], "the server left children (zombies included)"
 
 
@@ -328,7 +308,7 @@ async def test_a_cancelled_open_leaves_no_child_in_the_server(
             server.resume()
             monkeypatch.setattr(forkclient, "_receive", real_receive)
         # The server forks the child, cannot hand it over, SIGKILLs and reaps it.
-        assert await _until(lambda: server.children() == []), server.children()
+        assert await until_true(lambda: server.children() == []), server.children()
     assert _server().pid == server.pid
 
 
