@@ -91,3 +91,56 @@ def test_keywords_outside_the_subset_leave_it_to_the_full_validator(
     schema: dict[str, Any],
 ) -> None:
     assert compile_check(schema) is None
+
+
+@pytest.mark.parametrize(
+    ("schema", "value"),
+    [
+        ({"type": "string", "minLength": 1, "maxLength": 3}, "abc"),
+        ({"type": "string", "minLength": 1, "maxLength": 3}, "é"),
+        ({"type": "string", "minimum": 5}, "x"),  # number keywords pass a string
+        ({"type": "integer", "minimum": 1, "maximum": 3}, 3),
+        ({"type": "integer", "minimum": 0.5}, 10**400),
+        ({"type": "integer", "maxLength": 1}, 12345),  # string keywords pass an integer
+        ({"type": "boolean"}, False),
+        ({"type": "object", "minProperties": 1, "maxProperties": 1}, {"a": 1}),
+        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}}}, {"a": ""}),
+        ({"type": "object", "additionalProperties": {"type": "integer"}}, {"a": 1, "b": 2}),
+        ({"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 2}, ["a"]),
+        ({"type": "array"}, [1, "a", None]),
+        ({"type": ["string", "null"], "maxLength": 1}, None),
+        ({"enum": ["a", None]}, None),
+        ({"minLength": 2}, 7),
+    ],
+)
+def test_accepts_what_the_schema_accepts(schema: dict[str, Any], value: object) -> None:
+    """The fast path is taken for valid values, at their limits and across types."""
+    check = compile_check(schema)
+    assert check is not None
+    assert jsonschema.Draft202012Validator(schema).is_valid(value)
+    assert check(value)
+
+
+def test_every_tool_accepts_its_plain_well_typed_calls() -> None:
+    """A send of text, of keys, with every option: each passes the compiled check."""
+    from dsh_tool_terminal import ToolTerminalConfig, terminal_tools
+
+    tools = {t.name: t for t in terminal_tools(lambda: None, lambda: None, ToolTerminalConfig())}  # type: ignore[arg-type,return-value]
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("terminal_send", {"sessionId": "pty-1", "text": "echo hi"}),
+        ("terminal_send", {"sessionId": "pty-1", "text": "", "submit": False, "timeoutMs": 5}),
+        ("terminal_send", {"sessionId": "pty-1", "keys": ["C-c", "Enter"]}),
+        ("terminal_send", {"sessionId": "pty-1", "text": "x", "run_in_background": True}),
+        ("terminal_send", {"sessionId": "pty-1", "secret": {"name": "db"}}),
+        ("terminal_open", {"type": "shell", "rows": 24, "cols": 80, "screen": True}),
+        ("terminal_read", {"sessionId": "pty-1", "offset": 1, "count": 10}),
+        ("terminal_signal", {"sessionId": "pty-1", "signal": "SIGINT"}),
+        ("terminal_resize", {"sessionId": "pty-1", "rows": 30, "cols": 100}),
+        ("terminal_list", {}),
+    ]
+    for name, args in calls:
+        parameters = tools[name].parameters
+        check = compile_check(parameters)
+        assert check is not None, name
+        assert jsonschema.Draft202012Validator(parameters).is_valid(args), (name, args)
+        assert check(args), (name, args)

@@ -66,6 +66,9 @@ class Harness:
         self._plugins: list[LoadedPlugin] = []
         self._containers: dict[str, containers.DeclarativeContainer | None] = {}
         self._agents: list[Agent] = []
+        # The root provider of ``ctx.tools``, kept so a call resolves the registry
+        # without the context's attribute fallback; an override of the key still applies.
+        self._tools: providers.Provider[ToolRegistry] | None = None
         self._started = False
         self._closed = False
 
@@ -112,6 +115,7 @@ class Harness:
 
         ctx = self.ctx
         ctx.provide("tools", providers.Singleton(ToolRegistry, lambda: ctx.current_plugin))
+        self._tools = ctx.provider("tools")
         ctx.provide("system_prompt", providers.Singleton(SystemPrompt))
         ctx.provide("plugin_manager", providers.Object(self.pm))
         self._plugins = loaded
@@ -251,7 +255,7 @@ class Harness:
         passes its URL-mode elicitation); without it such a tool answers ``NO_SECRET``.
         """
         exec_ = ToolExec(agent=agent, cancel=cancel or Cancellation(), ask_secret=ask_secret)
-        tools: ToolRegistry = self.ctx.tools
+        tools: ToolRegistry = self._tools() if self._tools is not None else self.ctx.tools
         return await tools.call(name, dict(args) if args is not None else {}, exec_)
 
     def tool_schemas(self) -> list[dict[str, Any]]:

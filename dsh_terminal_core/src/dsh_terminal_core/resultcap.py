@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .textbounds import utf8_head, utf8_tail
+from .textbounds import utf8_head, utf8_len, utf8_tail
 
 __all__ = ["MAX_RESULT_BYTES", "MIN_CAP_BYTES", "cap_text"]
 
@@ -35,8 +35,9 @@ def cap_text(
     was cut. Guarantees ``len(result.encode()) <= max_bytes`` and valid code points.
     """
     whole = prefix + text + suffix
-    size = len(whole.encode("utf-8", "surrogatepass"))
-    if size <= max_bytes:
+    # No byte ever needs counting when every code point fits at its widest (4 bytes);
+    # an ASCII text is its own byte count. Only what may not fit is encoded.
+    if len(whole) * 4 <= max_bytes or utf8_len(whole) <= max_bytes:
         return whole
     fixed = len(prefix.encode("utf-8", "surrogatepass")) + len(
         suffix.encode("utf-8", "surrogatepass")

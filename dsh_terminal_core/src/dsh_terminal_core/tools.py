@@ -141,10 +141,8 @@ class ToolRegistry:
     def __init__(self, stamp: Callable[[], str | None] | None = None) -> None:
         self._stamp = stamp
         self._tools: dict[str, Tool] = {}
-        self._validators: dict[str, jsonschema.protocols.Validator] = {}
-        # Compiled once per schema: accepts the usual valid call without walking the
-        # schema; anything it does not accept gets the full validator's verdict.
-        self._checks: dict[str, Check | None] = {}
+        # One entry per tool holds everything a call needs, found with one lookup.
+        self._entries: dict[str, _Registered] = {}
 
     def register(self, tool: Tool) -> Callable[[], None]:
         """Add ``tool``; returns a function that removes it. Names are unique."""
@@ -160,14 +158,18 @@ class ToolRegistry:
         )
         validator_cls.check_schema(tool.parameters)
         self._tools[tool.name] = tool
-        self._validators[tool.name] = validator_cls(tool.parameters)
-        self._checks[tool.name] = compile_check(tool.parameters)
+        self._entries[tool.name] = _Registered(
+            tool=tool,
+            # Compiled once per schema: accepts the usual valid call without walking the
+            # schema; anything it does not accept gets the full validator's verdict.
+            check=compile_check(tool.parameters),
+            validator=validator_cls(tool.parameters),
+        )
 
         def unregister() -> None:
             if self._tools.get(tool.name) is tool:
                 del self._tools[tool.name]
-                del self._validators[tool.name]
-                del self._checks[tool.name]
+                del self._entries[tool.name]
 
         return unregister
 
@@ -176,8 +178,7 @@ class ToolRegistry:
         names = [name for name, tool in self._tools.items() if tool.plugin == plugin]
         for name in names:
             del self._tools[name]
-            del self._validators[name]
-            del self._checks[name]
+            del self._entries[name]
         return names
 
     def get(self, name: str) -> Tool:
@@ -194,29 +195,21 @@ class ToolRegistry:
 
     def validate(self, name: str, args: object) -> dict[str, Any]:
         """Return ``args`` as a dict if they satisfy the schema; else raise INVALID_ARGUMENT."""
-        self.get(name)
-        if not isinstance(args, dict):
-            raise InvalidArgument(f"arguments must be a JSON object, got {_json_type(args)}")
-        check = self._checks[name]
-        if check is not None and check(args):
-            return args
-        errors = sorted(
-            self._validators[name].iter_errors(args), key=lambda e: (len(e.path), e.path)
-        )
-        if errors:
-            raise InvalidArgument(
-                f"{name}: " + "; ".join(_describe_violation(e) for e in errors[:5])
-            )
-        return args
+        entry = self._entries.get(name)
+        if entry is None:
+            raise ToolNotFound(f"no tool named {name!r}")
+        return _checked(entry, args)
 
     async def call(self, name: str, args: object, exec_: ToolExec) -> ToolResult:
         """Validate, execute, render and bound one call. Never raises for tool failures."""
+        entry = self._entries.get(name)
+        if entry is None:
+            return ToolResult(
+                text=render_error(ToolNotFound(f"no tool named {name!r}")), is_error=True
+            )
+        tool = entry.tool
         try:
-            tool = self.get(name)
-        except ToolNotFound as exc:
-            return ToolResult(text=render_error(exc), is_error=True)
-        try:
-            checked = self.validate(name, args)
+            checked = _checked(entry, args)
             value = await tool.execute(checked, exec_)
         except Exception as exc:
             return ToolResult(text=self._bound(tool, render_error(exc)), value=None, is_error=True)
@@ -226,6 +219,28 @@ class ToolRegistry:
     @staticmethod
     def _bound(tool: Tool, text: str) -> str:
         return tool.finalize(text) if tool.finalize else text
+
+
+@attrs.frozen(kw_only=True)
+class _Registered:
+    tool: Tool
+    check: Check | None
+    validator: jsonschema.protocols.Validator
+
+
+def _checked(entry: _Registered, args: object) -> dict[str, Any]:
+    """``args`` if the tool's schema accepts them; INVALID_ARGUMENT naming what is wrong."""
+    if not isinstance(args, dict):
+        raise InvalidArgument(f"arguments must be a JSON object, got {_json_type(args)}")
+    check = entry.check
+    if check is not None and check(args):
+        return args
+    errors = sorted(entry.validator.iter_errors(args), key=lambda e: (len(e.path), e.path))
+    if errors:
+        raise InvalidArgument(
+            f"{entry.tool.name}: " + "; ".join(_describe_violation(e) for e in errors[:5])
+        )
+    return args
 
 
 def _default_text(value: object) -> str:
