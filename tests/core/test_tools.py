@@ -7,8 +7,11 @@ from typing import Any
 import pytest
 
 from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.errors import TerminalError
+from dsh_terminal_core.errors import TerminalError, ToolNotFound
+from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.tools import Tool, ToolExec, ToolRegistry
+
+from ..helpers import full_access
 
 SCHEMA = {
     "type": "object",
@@ -99,3 +102,30 @@ async def test_duplicate_tool_name_is_refused_and_unregister_works(
     with pytest.raises(Exception, match="already registered"):
         reg.register(tool)
     assert reg.schemas()[0]["name"] == "probe"
+
+
+async def test_validate_names_an_unknown_tool(
+    registry: tuple[ToolRegistry, list[dict[str, Any]]],
+) -> None:
+    reg, _ = registry
+    assert reg.validate("probe", {"sessionId": "x"}) == {"sessionId": "x"}
+    with pytest.raises(ToolNotFound, match="no tool named 'nope'"):
+        reg.validate("nope", {})
+
+
+async def test_harness_calls_go_to_an_override_of_the_tool_registry(
+    registry: tuple[ToolRegistry, list[dict[str, Any]]],
+) -> None:
+    """The harness keeps its registry at hand, and still honours ``ctx.override``."""
+    reg, calls = registry
+    async with Harness(config=full_access()) as h:
+        agent = h.create_agent("a")
+        with h.ctx.override("tools", reg):
+            result = await h.call_tool(agent, "probe", {"sessionId": "x"})
+            assert (result.is_error, result.text) == (False, "ok for a")
+            missing = await h.call_tool(agent, "terminal_list", {})
+            assert missing.text == "error [UNKNOWN_TOOL]: no tool named 'terminal_list'"
+        assert calls == [{"sessionId": "x"}]
+        listed = await h.call_tool(agent, "terminal_list", {})
+        assert not listed.is_error and listed.value == {"sessions": []}
+        assert (await h.call_tool(agent, "probe", {})).text.startswith("error [UNKNOWN_TOOL]")

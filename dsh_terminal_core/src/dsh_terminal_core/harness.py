@@ -66,9 +66,10 @@ class Harness:
         self._plugins: list[LoadedPlugin] = []
         self._containers: dict[str, containers.DeclarativeContainer | None] = {}
         self._agents: list[Agent] = []
-        # The root provider of ``ctx.tools``, kept so a call resolves the registry
-        # without the context's attribute fallback; an override of the key still applies.
+        # The root provider of ``ctx.tools`` and the registry it made, kept so a call
+        # finds the registry without resolving it; an override of the key still applies.
         self._tools: providers.Provider[ToolRegistry] | None = None
+        self._registry: ToolRegistry | None = None
         self._started = False
         self._closed = False
 
@@ -116,6 +117,7 @@ class Harness:
         ctx = self.ctx
         ctx.provide("tools", providers.Singleton(ToolRegistry, lambda: ctx.current_plugin))
         self._tools = ctx.provider("tools")
+        self._registry = self._tools()
         ctx.provide("system_prompt", providers.Singleton(SystemPrompt))
         ctx.provide("plugin_manager", providers.Object(self.pm))
         self._plugins = loaded
@@ -255,8 +257,15 @@ class Harness:
         passes its URL-mode elicitation); without it such a tool answers ``NO_SECRET``.
         """
         exec_ = ToolExec(agent=agent, cancel=cancel or Cancellation(), ask_secret=ask_secret)
-        tools: ToolRegistry = self._tools() if self._tools is not None else self.ctx.tools
-        return await tools.call(name, dict(args) if args is not None else {}, exec_)
+        return await self._tool_registry().call(name, dict(args) if args is not None else {}, exec_)
+
+    def _tool_registry(self) -> ToolRegistry:
+        provider = self._tools
+        if provider is None:  # not started: ctx says which service is missing
+            return self.ctx.tools  # type: ignore[no-any-return]
+        if self._registry is not None and not provider.overridden:
+            return self._registry
+        return provider()
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """Every registered tool as ``{name, description, parameters}``."""
@@ -284,4 +293,3 @@ class Harness:
                 errors.append(exc)
         if errors:
             raise DisposeError("harness shutdown left failures", errors)
-
