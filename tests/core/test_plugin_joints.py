@@ -17,7 +17,10 @@ from dsh_terminal_core.core_plugins import (
 )
 from dsh_terminal_core.errors import PluginLoadError
 from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import TerminalSessionService
+from dsh_terminal_core.terminals import SessionStatus, Snapshot, TerminalSessionService
+from dsh_terminal_core.wiring import kept_resolution
+
+from ..helpers import full_access
 
 CORE = [subprocess_local, terminals, sandbox_policy, sandbox_bwrap, jobs]
 
@@ -181,3 +184,65 @@ async def test_overriding_terminals_reaches_the_sandbox_mode_fence() -> None:
         # The real registry: no sessions, so the change is allowed.
         assert policy.set_mode(agent, "workspace-write").mode.value == "workspace-write"
         assert busy.asked == [agent]
+
+
+async def test_a_kept_resolution_follows_every_override_of_its_need() -> None:
+    got: list[Any] = []
+
+    class Consumer:
+        @hookimpl
+        def dsh_plugin_info(self) -> PluginInfo:
+            return PluginInfo(name="consumer", container=NeedsTerminals)
+
+        @hookimpl
+        def dsh_apply(self, container: NeedsTerminals) -> None:
+            got.append(container)
+
+    async with Harness(plugins=[*CORE, Consumer()]) as h:
+        resolve = kept_resolution(got[0].terminals)
+        real = h.ctx.terminals
+        assert resolve() is real and resolve() is real
+        outer, inner = TerminalSessionService(), TerminalSessionService()
+        with h.ctx.override("terminals", outer):
+            assert resolve() is outer
+            with h.ctx.override("terminals", inner):
+                assert resolve() is inner
+            assert resolve() is outer
+        assert resolve() is real
+        # The container's own need overridden directly is seen as well.
+        with got[0].terminals.override(providers.Object(inner)):
+            assert resolve() is inner
+        assert resolve() is real
+
+
+def test_a_kept_resolution_of_a_plain_callable_is_that_callable() -> None:
+    def make() -> int:
+        return 7
+
+    assert kept_resolution(make) is make
+
+
+class ListsOne(TerminalSessionService):
+    """Stands in for ctx.terminals: every owner has one session, ``pty-fake``."""
+
+    def list(self, owner: Agent) -> list[Snapshot]:
+        return [
+            Snapshot(
+                session_id="pty-fake",
+                name=None,
+                type="shell",
+                pid=1,
+                status=SessionStatus.running(),
+                cwd="/",
+            )
+        ]
+
+
+async def test_terminal_tools_follow_an_override_made_after_their_first_call() -> None:
+    async with Harness(config=full_access()) as h:
+        agent = h.create_agent("a")
+        assert (await h.call_tool(agent, "terminal_list", {})).value == {"sessions": []}
+        with h.ctx.override("terminals", ListsOne()):
+            listed = await h.call_tool(agent, "terminal_list", {})
+            assert [s["sessionId"] for s in listed.value["sessions"]] == ["pty-fake"]
+        assert (await h.call_tool(agent, "terminal_list", {})).value == {"sessions": []}

@@ -20,15 +20,23 @@ reaches every container that names the key.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from dependency_injector import containers, errors, providers
 
 from .errors import PluginLoadError
 
-__all__ = ["CONFIG_FIELD", "build_container", "container_needs", "optional_dependency"]
+__all__ = [
+    "CONFIG_FIELD",
+    "build_container",
+    "container_needs",
+    "kept_resolution",
+    "optional_dependency",
+]
 
 CONFIG_FIELD = "config"
+
+_T = TypeVar("_T")
 
 
 class _OptionalMeta(type):
@@ -92,3 +100,40 @@ def build_container(
     except errors.Error as exc:
         raise PluginLoadError(f"plugin {plugin!r}: {exc}", plugin) from exc
     return built
+
+
+def kept_resolution(need: Callable[[], _T]) -> Callable[[], _T]:
+    """``need()`` for a hot path: a need's service, kept while its overrides stay the same.
+
+    Resolving a need runs through dependency-injector's providers on every call (the type
+    check, the host's bookkeeping of resolved services); with the caches cold after a
+    terminal's own work, that costs more than the rest of a short tool call. A ctx key
+    names one service, so what a need resolves to changes only when an override is added
+    to or removed from a provider on its way (``ctx.override``): the returned function
+    compares that chain of overriding providers on each call and resolves the need again
+    only when it changed. A plain callable (not a provider) is returned as it is.
+    """
+    if not isinstance(need, providers.Provider):
+        return need
+    provider: providers.Provider[_T] = need
+    kept: list[Any] = []  # [chain of overriding providers, the service]
+
+    def resolve() -> _T:
+        chain = _overridings(provider)
+        if kept and kept[0] == chain:
+            service: _T = kept[1]
+            return service
+        service = provider()
+        kept[:] = [chain, service]
+        return service
+
+    return resolve
+
+
+def _overridings(provider: providers.Provider[Any]) -> tuple[providers.Provider[Any], ...]:
+    links: list[providers.Provider[Any]] = []
+    link = provider.last_overriding
+    while link is not None:
+        links.append(link)
+        link = link.last_overriding
+    return tuple(links)

@@ -22,6 +22,7 @@ from dsh_terminal_core.terminals import (
     TerminalSessionService,
 )
 from dsh_terminal_core.tools import Tool, ToolExec
+from dsh_terminal_core.wiring import kept_resolution
 
 from . import render, wire
 from .config import ToolTerminalConfig
@@ -68,6 +69,10 @@ def terminal_tools(
     secrets: Callable[[], SecretsService | None] = lambda: None,
 ) -> list[Tool]:
     """Build the tools; services are resolved at call time (they may be overridden)."""
+    # Resolved again only when an override comes or goes (see kept_resolution).
+    terminals = kept_resolution(terminals)
+    jobs = kept_resolution(jobs)
+    secrets = kept_resolution(secrets)
     cap = config.max_result_bytes
     # The service bounds the output itself (keeping head and tail) so that the rendered
     # result — output plus status or page lines — fits in the cap without a blind cut.
