@@ -208,13 +208,19 @@ class ToolRegistry:
                 text=render_error(ToolNotFound(f"no tool named {name!r}")), is_error=True
             )
         tool = entry.tool
+        check = entry.check
         try:
-            checked = _checked(entry, args)
+            # The usual call passes the compiled check at once; the rest is told why not.
+            if check is not None and isinstance(args, dict) and check(args):
+                checked = args
+            else:
+                checked = _checked(entry, args)
             value = await tool.execute(checked, exec_)
         except Exception as exc:
             return ToolResult(text=self._bound(tool, render_error(exc)), value=None, is_error=True)
         text = tool.render(checked, value) if tool.render else _default_text(value)
-        return ToolResult(text=self._bound(tool, text), value=value, is_error=False)
+        finalize = tool.finalize
+        return ToolResult(text=finalize(text) if finalize else text, value=value, is_error=False)
 
     @staticmethod
     def _bound(tool: Tool, text: str) -> str:

@@ -119,7 +119,11 @@ def kept_resolution(need: Callable[[], _T]) -> Callable[[], _T]:
     kept: list[Any] = []  # [chain of overriding providers, the service]
 
     def resolve() -> _T:
-        chain = _overridings(provider)
+        chain: list[providers.Provider[Any]] = []
+        link = provider.last_overriding
+        while link is not None:
+            chain.append(link)
+            link = link.last_overriding
         if kept and kept[0] == chain:
             service: _T = kept[1]
             return service
@@ -128,12 +132,3 @@ def kept_resolution(need: Callable[[], _T]) -> Callable[[], _T]:
         return service
 
     return resolve
-
-
-def _overridings(provider: providers.Provider[Any]) -> tuple[providers.Provider[Any], ...]:
-    links: list[providers.Provider[Any]] = []
-    link = provider.last_overriding
-    while link is not None:
-        links.append(link)
-        link = link.last_overriding
-    return tuple(links)
