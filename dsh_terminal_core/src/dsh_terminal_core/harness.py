@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -36,7 +36,7 @@ from .plugins import (
 from .prompt import SystemPrompt
 from .secrets import SecretAsker
 from .tools import ToolExec, ToolRegistry, ToolResult
-from .wiring import build_container
+from .wiring import build_container, kept_resolution
 
 __all__ = ["Harness"]
 
@@ -66,10 +66,9 @@ class Harness:
         self._plugins: list[LoadedPlugin] = []
         self._containers: dict[str, containers.DeclarativeContainer | None] = {}
         self._agents: list[Agent] = []
-        # The root provider of ``ctx.tools`` and the registry it made, kept so a call
-        # finds the registry without resolving it; an override of the key still applies.
-        self._tools: providers.Provider[ToolRegistry] | None = None
-        self._registry: ToolRegistry | None = None
+        # ``ctx.tools`` kept at hand, so a call finds the registry without resolving the
+        # key; an override of the key still applies.
+        self._tools: Callable[[], ToolRegistry] | None = None
         self._started = False
         self._closed = False
 
@@ -116,8 +115,7 @@ class Harness:
 
         ctx = self.ctx
         ctx.provide("tools", providers.Singleton(ToolRegistry, lambda: ctx.current_plugin))
-        self._tools = ctx.provider("tools")
-        self._registry = self._tools()
+        self._tools = kept_resolution(ctx.provider("tools"))
         ctx.provide("system_prompt", providers.Singleton(SystemPrompt))
         ctx.provide("plugin_manager", providers.Object(self.pm))
         self._plugins = loaded
@@ -257,15 +255,9 @@ class Harness:
         passes its URL-mode elicitation); without it such a tool answers ``NO_SECRET``.
         """
         exec_ = ToolExec(agent=agent, cancel=cancel or Cancellation(), ask_secret=ask_secret)
-        return await self._tool_registry().call(name, dict(args) if args is not None else {}, exec_)
-
-    def _tool_registry(self) -> ToolRegistry:
-        provider = self._tools
-        if provider is None:  # not started: ctx says which service is missing
-            return self.ctx.tools  # type: ignore[no-any-return]
-        if self._registry is not None and not provider.overridden:
-            return self._registry
-        return provider()
+        # Not started: ctx.tools says which service is missing.
+        tools: ToolRegistry = self._tools() if self._tools is not None else self.ctx.tools
+        return await tools.call(name, dict(args) if args is not None else {}, exec_)
 
     def tool_schemas(self) -> list[dict[str, Any]]:
         """Every registered tool as ``{name, description, parameters}``."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -78,8 +79,7 @@ def terminal_tools(
     # result — output plus status or page lines — fits in the cap without a blind cut.
     output_bytes = max(MIN_REQUEST_BYTES, cap - _METADATA_ROOM)
 
-    def finalize(text: str) -> str:
-        return cap_text(text, cap)
+    finalize = functools.partial(cap_text, max_bytes=cap)
 
     # -- terminal_open ------------------------------------------------------------------
 
