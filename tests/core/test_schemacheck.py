@@ -51,6 +51,17 @@ async def test_every_registered_tool_schema_compiles_and_never_accepts_more() ->
     assert accepted > 100  # the fast path is really taken for valid calls
 
 
+_LEAVES: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "n": {"type": "integer", "minimum": 1, "maximum": 10, "description": "d"},
+        "s": {"type": "string", "minLength": 1, "maxLength": 3},
+        "b": {"type": "boolean"},
+    },
+    "additionalProperties": False,
+}
+
+
 @pytest.mark.parametrize(
     ("schema", "value"),
     [
@@ -68,6 +79,17 @@ async def test_every_registered_tool_schema_compiles_and_never_accepts_more() ->
         ({"type": "array", "maxItems": 1}, ["a", "b"]),
         ({"type": ["string", "null"]}, 1),
         ({"type": "object", "additionalProperties": {"type": "string"}}, {"a": 1}),
+        # Scalar properties of an object.
+        (_LEAVES, {"n": True}),
+        (_LEAVES, {"n": 0}),
+        (_LEAVES, {"n": 11}),
+        (_LEAVES, {"n": "5"}),
+        (_LEAVES, {"s": 5}),
+        (_LEAVES, {"s": ""}),
+        (_LEAVES, {"s": "abcd"}),
+        (_LEAVES, {"b": 1}),
+        (_LEAVES, {"b": None}),
+        (_LEAVES, {"s": "ab", "x": 1}),
     ],
 )
 def test_rejects_what_the_schema_rejects(schema: dict[str, Any], value: object) -> None:
@@ -111,6 +133,9 @@ def test_keywords_outside_the_subset_leave_it_to_the_full_validator(
         ({"type": ["string", "null"], "maxLength": 1}, None),
         ({"enum": ["a", None]}, None),
         ({"minLength": 2}, 7),
+        (_LEAVES, {"n": 1, "s": "é", "b": False}),
+        (_LEAVES, {"n": 10, "s": "abc", "b": True}),
+        (_LEAVES, {}),
     ],
 )
 def test_accepts_what_the_schema_accepts(schema: dict[str, Any], value: object) -> None:
