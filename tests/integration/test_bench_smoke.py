@@ -68,3 +68,22 @@ def test_quick_benchmark_completes_and_leaves_nothing(tmp_path: Path) -> None:
         assert report["machine"][key]
     assert "| target |" in result.stdout
     assert _processes_of(report["owner"]) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark reads /proc")
+def test_tool_layer_figure_runs_both_levels_and_leaves_nothing() -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "tool_layer.py"),
+            *("--rounds", "2", "--block", "3", "--warmup", "1"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "CPU per send service" in result.stdout and "tool layer" in result.stdout
+    assert _processes_of("tool-layer") == []
