@@ -13,6 +13,14 @@ open was in flight (start of the call to its return); the table shows that per-o
 stall at p50/p99/max over all opens, next to the same probe with nothing opening
 (``idle``, the machine's own scheduling noise over windows of the same length).
 
+``caused`` attributes the loop's work to the open that did it: every callback runs in
+the context of the task that scheduled it (a reader callback in that of the task that
+added the reader), so a context variable set by each open tags its steps, its reader
+callbacks and the tasks it starts. Per open, the caused stall is the largest CPU time
+its own callbacks took in one loop iteration while it was in flight: how long this open
+held the loop, where the shared columns charge every open in flight with the longest
+gap any of them (or the collector, or another task) made.
+
 ``on-CPU`` is the loop thread's own CPU time inside the longest gap of each open: a
 fork on the loop is CPU time of the loop thread, while being descheduled on a busy
 machine is not, so this column separates our stalls from the machine's. A pass of
@@ -36,7 +44,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import asyncio.events
 import contextlib
+import contextvars
 import gc
 import json
 import os
@@ -58,6 +68,52 @@ SPAWNERS = ("before", "in-process", "fork-server")
 LEVELS = ("provider", "service")
 
 
+_OPEN: contextvars.ContextVar[int | None] = contextvars.ContextVar("open", default=None)
+
+
+class Attribution:
+    """Loop-thread CPU per (loop iteration, open in flight), from every callback run.
+
+    Iterations are counted by the probe's turns (it runs once per iteration). Only opens
+    still in flight are charged: a terminal's reader stays tagged after its open returned.
+    """
+
+    def __init__(self, probe: Probe) -> None:
+        self._probe = probe
+        self.in_flight: set[int] = set()
+        self.charged: dict[tuple[int, int], float] = {}
+        self._original = asyncio.events.Handle._run
+
+    def install(self) -> None:
+        original, probe = self._original, self._probe
+        charged, in_flight = self.charged, self.in_flight
+        cpu = time.thread_time
+
+        def run(handle: asyncio.events.Handle) -> None:
+            context = handle._context  # type: ignore[attr-defined]
+            owner = context.get(_OPEN) if context is not None else None
+            if owner is None or owner not in in_flight:
+                original(handle)
+                return
+            started = cpu()
+            original(handle)
+            key = (probe.turns, owner)
+            charged[key] = charged.get(key, 0.0) + cpu() - started
+
+        asyncio.events.Handle._run = run  # type: ignore[method-assign]
+
+    def uninstall(self) -> None:
+        asyncio.events.Handle._run = self._original  # type: ignore[method-assign]
+
+    def caused(self) -> dict[int, float]:
+        """Per open, the largest CPU its callbacks took in one loop iteration."""
+        worst: dict[int, float] = {}
+        for (_, owner), spent in self.charged.items():
+            if spent > worst.get(owner, 0.0):
+                worst[owner] = spent
+        return worst
+
+
 class Probe:
     """Records every gap between consecutive loop turns of a spinning task, and every
     pass of the cyclic garbage collector (which stalls any Python loop, opening or not)."""
@@ -70,6 +126,7 @@ class Probe:
         self._loop_thread = threading.get_ident()
         self._stop = False
         self._task: asyncio.Task[None] | None = None
+        self.turns = 0
 
     def start(self) -> None:
         gc.callbacks.append(self._on_gc)
@@ -104,6 +161,7 @@ class Probe:
         last_w, last_c = wall(), cpu()
         while not self._stop:
             await asyncio.sleep(0)
+            self.turns += 1
             now_w, now_c = wall(), cpu()
             if now_w - last_w > 50e-6:  # keep only what could matter (> 50 us)
                 self.gaps.append((last_w, now_w, now_c - last_c))
@@ -178,6 +236,8 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
         t1 = time.perf_counter()
         await close_one(first)
         first_stall = probe.worst(t0, t1)
+        attribution = Attribution(probe)
+        attribution.install()
         # Idle: the same probe, nothing opening, for as long as the batches will take.
         idle_windows: list[tuple[float, float]] = []
         opens: list[tuple[float, float]] = []
@@ -186,9 +246,15 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
             ends = [0.0] * concurrency
 
             async def timed(i: int, starts: list[float] = starts, ends: list[float] = ends) -> Any:
+                number = len(opens) + i  # this task's own context: tags only this open
+                _OPEN.set(number)
+                attribution.in_flight.add(number)
                 starts[i] = time.perf_counter()
-                result = await open_one()
-                ends[i] = time.perf_counter()
+                try:
+                    result = await open_one()
+                finally:
+                    ends[i] = time.perf_counter()
+                    attribution.in_flight.discard(number)
                 return result
 
             handles = await asyncio.gather(*(timed(i) for i in range(concurrency)))
@@ -200,9 +266,11 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
             await asyncio.sleep(span)
             idle_windows.append((idle_start, idle_start + span))
         await probe.stop()
+        attribution.uninstall()
     finally:
         await harness.aclose()
     per_open = [probe.worst(s, e) for s, e in opens]
+    caused = attribution.caused()
     no_gc = [probe.worst(s, e, gc_too=False) for s, e in opens]
     idle = [probe.worst(s, e)[0] for s, e in idle_windows]
     first, last = opens[0][0], opens[-1][1]
@@ -215,6 +283,7 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
         "opens": len(opens),
         "stall_ms": _ms([w for w, _ in per_open]),
         "on_cpu_ms": _ms([c for _, c in per_open]),
+        "caused_cpu_ms": _ms([caused.get(number, 0.0) for number in range(len(opens))]),
         "stall_no_gc_ms": _ms([w for w, _ in no_gc]),
         "on_cpu_no_gc_ms": _ms([c for _, c in no_gc]),
         "gc_passes": len(gc_passes),
@@ -271,16 +340,18 @@ def _ms(values: list[float]) -> dict[str, float]:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| level | spawner | opens | stall p50 | stall p99 | stall max | on-CPU p99 "
+        "| level | spawner | opens | caused p50 | caused p99 | caused max "
+        "| stall p50 | stall p99 | stall max | on-CPU p99 "
         "| no-GC stall p99 | no-GC on-CPU p99 | GC passes (max) | idle p99 | idle max "
         "| open p50 | first open (stall) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         s, c, i, o, f = r["stall_ms"], r["on_cpu_ms"], r["idle_ms"], r["open_ms"], r["first_open"]
-        ns, nc = r["stall_no_gc_ms"], r["on_cpu_no_gc_ms"]
+        ns, nc, k = r["stall_no_gc_ms"], r["on_cpu_no_gc_ms"], r["caused_cpu_ms"]
         lines.append(
-            f"| {r['level']} | {r['spawner']} | {r['opens']} | {s['p50']:.2f} | {s['p99']:.2f} "
+            f"| {r['level']} | {r['spawner']} | {r['opens']} | {k['p50']:.2f} | {k['p99']:.2f} "
+            f"| {k['max']:.2f} | {s['p50']:.2f} | {s['p99']:.2f} "
             f"| {s['max']:.2f} | {c['p99']:.2f} | {ns['p99']:.2f} | {nc['p99']:.2f} "
             f"| {r['gc_passes']} ({r['gc_max_ms']:.1f}) | {i['p99']:.2f} | {i['max']:.2f} "
             f"| {o['p50']:.1f} | {f['open_ms']:.1f} ({f['stall_ms']:.2f}) |"

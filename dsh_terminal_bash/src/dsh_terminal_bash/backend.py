@@ -9,6 +9,7 @@ from typing import Any
 from dsh_terminal_core.errors import InvalidArgument, SandboxUnavailable, TerminalError
 from dsh_terminal_core.provider import TerminalProvider, TerminalSpawnSpec
 from dsh_terminal_core.terminals import BackendSpawnContext
+from dsh_terminal_core.turns import take_turn
 
 from .config import BashConfig
 from .environment import owner_marker, shell_environment
@@ -54,10 +55,9 @@ class BashBackend:
     def config(self) -> BashConfig:
         return self._config
 
-    def _argv_and_cwd(self, context: BackendSpawnContext) -> tuple[list[str], str]:
+    def _argv_and_cwd(self, context: BackendSpawnContext, policy: Any) -> tuple[list[str], str]:
         config = self._config
         argv = [config.shell_path, *config.shell_args]
-        policy = self._policy.resolve(context.owner) if self._policy is not None else None
         cwd = context.cwd or (policy.workspace_root if policy is not None else os.getcwd())
         if not os.path.isabs(cwd):
             base = policy.workspace_root if policy is not None else os.getcwd()
@@ -84,8 +84,12 @@ class BashBackend:
 
     async def spawn(self, context: BackendSpawnContext) -> BashSession:
         context.cancel.raise_if_cancelled()
-        argv, cwd = self._argv_and_cwd(context)
         policy = self._policy.resolve(context.owner) if self._policy is not None else None
+        argv, cwd = self._argv_and_cwd(context, policy)
+        # The environment and the spec are built in a turn of their own: after a quiet
+        # spell every step of an open runs from cold caches, several times its usual
+        # length, and two short steps keep the loop freer than one long one.
+        await take_turn()
         confined = policy is not None and policy.confined
         spec = TerminalSpawnSpec(
             argv=argv,

@@ -214,7 +214,10 @@ class SandboxPolicyService:
         started, would get a throwaway ``/tmp`` each).
         """
         mode = self._overrides.get(owner, self._default.mode)
-        policy = attrs.evolve(self._default, mode=mode)
+        # Policies are frozen: an owner on the default mode shares the default itself.
+        policy = self._default
+        if mode != policy.mode:
+            policy = attrs.evolve(policy, mode=mode)
         if not policy.confined:
             return policy
         return attrs.evolve(policy, tmp_dir=self._tmp_dir(owner))
