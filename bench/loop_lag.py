@@ -246,18 +246,22 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
             ends = [0.0] * concurrency
 
             async def timed(i: int, starts: list[float] = starts, ends: list[float] = ends) -> Any:
-                number = len(opens) + i  # this task's own context: tags only this open
-                _OPEN.set(number)
-                attribution.in_flight.add(number)
                 starts[i] = time.perf_counter()
                 try:
-                    result = await open_one()
+                    return await open_one()
                 finally:
                     ends[i] = time.perf_counter()
-                    attribution.in_flight.discard(number)
-                return result
+                    attribution.in_flight.discard(len(opens) + i)
 
-            handles = await asyncio.gather(*(timed(i) for i in range(concurrency)))
+            tasks = []
+            for i in range(concurrency):
+                # Each open runs in a context of its own, tagged before its first step.
+                number = len(opens) + i
+                context = contextvars.copy_context()
+                context.run(_OPEN.set, number)
+                attribution.in_flight.add(number)
+                tasks.append(asyncio.get_running_loop().create_task(timed(i), context=context))
+            handles = await asyncio.gather(*tasks)
             opens.extend(zip(starts, ends, strict=True))
             for handle in handles:
                 await close_one(handle)
