@@ -43,6 +43,7 @@ server's own start is not in the table (it happens on a thread, once per process
 from __future__ import annotations
 
 import argparse
+import array
 import asyncio
 import asyncio.events
 import contextlib
@@ -59,6 +60,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import attrs
+
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
@@ -69,6 +72,7 @@ LEVELS = ("provider", "service")
 
 
 _OPEN: contextvars.ContextVar[int | None] = contextvars.ContextVar("open", default=None)
+_KEY_SPAN = 1 << 20  # more opens than any run makes
 
 
 class Attribution:
@@ -81,7 +85,7 @@ class Attribution:
     def __init__(self, probe: Probe) -> None:
         self._probe = probe
         self.in_flight: set[int] = set()
-        self.charged: dict[tuple[int, int], float] = {}
+        self.charged: dict[int, float] = {}  # loop iteration * _KEY_SPAN + open -> cpu
         self._original = asyncio.events.Handle._run
 
     def install(self) -> None:
@@ -97,8 +101,10 @@ class Attribution:
                 return
             started = cpu()
             original(handle)
-            key = (probe.turns, owner)
-            charged[key] = charged.get(key, 0.0) + cpu() - started
+            spent = cpu() - started  # before anything here allocates
+            # An int key: no tuple for the collector to track (and to pass over).
+            key = probe.turns * _KEY_SPAN + owner
+            charged[key] = charged.get(key, 0.0) + spent
 
         asyncio.events.Handle._run = run  # type: ignore[method-assign]
 
@@ -108,7 +114,8 @@ class Attribution:
     def caused(self) -> dict[int, float]:
         """Per open, the largest CPU its callbacks took in one loop iteration."""
         worst: dict[int, float] = {}
-        for (_, owner), spent in self.charged.items():
+        for key, spent in self.charged.items():
+            owner = key % _KEY_SPAN
             if spent > worst.get(owner, 0.0):
                 worst[owner] = spent
         return worst
@@ -119,7 +126,9 @@ class Probe:
     pass of the cyclic garbage collector (which stalls any Python loop, opening or not)."""
 
     def __init__(self) -> None:
-        self.gaps: list[tuple[float, float, float]] = []  # (start, end, loop-thread cpu)
+        # (start, end, loop-thread cpu) of each gap, flat: the probe allocates no object the
+        # garbage collector tracks, so it triggers no collection pass of its own.
+        self.gaps = array.array("d")
         # (start, end, loop-thread cpu): a pass on another thread holds the GIL too
         self.collections: list[tuple[float, float, float]] = []
         self._gc_started = (0.0, 0.0)
@@ -164,14 +173,16 @@ class Probe:
             self.turns += 1
             now_w, now_c = wall(), cpu()
             if now_w - last_w > 50e-6:  # keep only what could matter (> 50 us)
-                self.gaps.append((last_w, now_w, now_c - last_c))
+                self.gaps.extend((last_w, now_w, now_c - last_c))
             last_w, last_c = now_w, now_c
 
     def worst(self, start: float, end: float, *, gc_too: bool = True) -> tuple[float, float]:
         """(longest gap, its loop-thread CPU) overlapping ``[start, end]``, in seconds;
         without ``gc_too``, garbage-collection time inside each gap is taken out of it."""
         best = (0.0, 0.0)
-        for g_start, g_end, g_cpu in self.gaps:
+        gaps = self.gaps
+        for i in range(0, len(gaps), 3):
+            g_start, g_end, g_cpu = gaps[i], gaps[i + 1], gaps[i + 2]
             if g_end < start or g_start > end:
                 continue
             wall, cpu = g_end - g_start, g_cpu
@@ -240,6 +251,7 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
         attribution.install()
         # Idle: the same probe, nothing opening, for as long as the batches will take.
         idle_windows: list[tuple[float, float]] = []
+        reference: list[tuple[float, float]] = []
         opens: list[tuple[float, float]] = []
         for _ in range(batches):
             starts = [0.0] * concurrency
@@ -269,6 +281,8 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
             idle_start = time.perf_counter()
             await asyncio.sleep(span)
             idle_windows.append((idle_start, idle_start + span))
+            reference.append(_reference_cold_and_warm())
+            await asyncio.sleep(span)  # the next batch starts cold again
         await probe.stop()
         attribution.uninstall()
     finally:
@@ -293,6 +307,8 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
         "gc_passes": len(gc_passes),
         "gc_max_ms": max(gc_passes, default=0.0) * 1000,
         "idle_ms": _ms(idle),
+        "reference_cold_ms": _ms([cold for cold, _ in reference]),
+        "reference_warm_ms": _ms([warm for _, warm in reference]),
         "open_ms": _ms([e - s for s, e in opens]),
         "first_open": {
             "open_ms": (t1 - t0) * 1000,
@@ -301,6 +317,36 @@ async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> d
         },
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
+
+
+@attrs.frozen
+class _Item:
+    number: int
+    name: str
+    tags: tuple[str, ...] = ()
+
+
+def _reference_step() -> int:
+    """A fixed piece of ordinary loop work (objects, a dict, a stat, JSON), about as long
+    as one step of an open when warm."""
+    items: dict[str, _Item] = {}
+    for i in range(40):
+        item = _Item(i, str(i))
+        items[item.name] = attrs.evolve(item, number=i + 1)
+    os.stat(os.curdir)
+    return len(json.dumps({"numbers": [item.number for item in items.values()]}))
+
+
+def _reference_cold_and_warm() -> tuple[float, float]:
+    """Loop-thread CPU of the reference step run first after an idle window (cold) and at
+    once again (warm): what this machine charges any step for running from cold caches.
+    """
+    cpu = time.thread_time
+    started = cpu()
+    _reference_step()
+    middle = cpu()
+    _reference_step()
+    return middle - started, cpu() - middle
 
 
 def _choose_spawner(spawner: str) -> str:
@@ -345,17 +391,20 @@ def _ms(values: list[float]) -> dict[str, float]:
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| level | spawner | opens | caused p50 | caused p99 | caused max "
+        "| reference cold p50 / p99 (warm p50) "
         "| stall p50 | stall p99 | stall max | on-CPU p99 "
         "| no-GC stall p99 | no-GC on-CPU p99 | GC passes (max) | idle p99 | idle max "
         "| open p50 | first open (stall) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         s, c, i, o, f = r["stall_ms"], r["on_cpu_ms"], r["idle_ms"], r["open_ms"], r["first_open"]
         ns, nc, k = r["stall_no_gc_ms"], r["on_cpu_no_gc_ms"], r["caused_cpu_ms"]
+        rc, rw = r["reference_cold_ms"], r["reference_warm_ms"]
         lines.append(
             f"| {r['level']} | {r['spawner']} | {r['opens']} | {k['p50']:.2f} | {k['p99']:.2f} "
-            f"| {k['max']:.2f} | {s['p50']:.2f} | {s['p99']:.2f} "
+            f"| {k['max']:.2f} | {rc['p50']:.2f} / {rc['p99']:.2f} ({rw['p50']:.2f}) "
+            f"| {s['p50']:.2f} | {s['p99']:.2f} "
             f"| {s['max']:.2f} | {c['p99']:.2f} | {ns['p99']:.2f} | {nc['p99']:.2f} "
             f"| {r['gc_passes']} ({r['gc_max_ms']:.1f}) | {i['p99']:.2f} | {i['max']:.2f} "
             f"| {o['p50']:.1f} | {f['open_ms']:.1f} ({f['stall_ms']:.2f}) |"
