@@ -43,3 +43,37 @@ async def test_a_closed_session_is_freed_without_the_collector(ending: str) -> N
             for _ in range(5):  # callbacks the close scheduled let go of it
                 await asyncio.sleep(0)
             assert [ref() for ref in refs] == [None, None]
+
+
+@pytest.mark.usefixtures("no_collector")
+async def test_a_cancel_token_reused_for_many_sends_keeps_none_of_them() -> None:
+    """A caller may pass one long-lived token to every send; a send that has ended must
+    let go of it (and of the send's output) instead of waiting for the token to go."""
+    from dsh_terminal_core.cancel import Cancellation
+    from dsh_terminal_core.terminals import SendRequest
+
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        token = Cancellation()
+        refs = []
+        for i in range(5):
+            op = h.ctx.terminals.start_send(
+                agent, sid, SendRequest(text=f"echo kept-{i}", cancel=token)
+            )
+            result = await op.done
+            assert result.wait_reason is WaitReason.STDIN_READ
+            assert f"kept-{i}" in result.viewport
+            refs.append(weakref.ref(op))
+            del op, result
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert [ref() for ref in refs] == [None] * 5
+        # The token still works for the send it is given next.
+        op = h.ctx.terminals.start_send(agent, sid, SendRequest(text="sleep 30", cancel=token))
+        await asyncio.sleep(0.2)
+        token.cancel()
+        result = await op.done
+        assert result.wait_reason is WaitReason.STDIN_READ
+        assert result.exit_code == 130
+        await h.ctx.terminals.kill(agent, sid, "done")

@@ -33,6 +33,9 @@ class BashSendOperation:
         self.collecting = True
         self.input_cancelled = False
         self.write_task: asyncio.Task[None] | None = None
+        # Unregisters this send from the caller's cancel token once it has ended, so a
+        # token reused for many sends does not keep every finished one alive.
+        self.forget_cancel: Callable[[], None] | None = None
 
     @property
     def done(self) -> asyncio.Future[SendResult]:
@@ -80,15 +83,26 @@ class BashSendOperation:
     def settle(self, result: SendResult) -> None:
         self.collecting = False
         if not self._done.done():
+            # The waiters are released right here; the done callback (kept for a caller
+            # that cancels ``done`` itself) would only run a turn later to find none.
+            self._done.remove_done_callback(self._release_waiters)
             self._done.set_result(result)
             self._release_waiters(self._done)
+        self._forget_cancel()
 
     def fail(self, error: BaseException) -> None:
         """End the send with ``error`` instead of a result (nothing was typed)."""
         self.collecting = False
         if not self._done.done():
+            self._done.remove_done_callback(self._release_waiters)
             self._done.set_exception(error)
             self._release_waiters(self._done)
+        self._forget_cancel()
+
+    def _forget_cancel(self) -> None:
+        forget, self.forget_cancel = self.forget_cancel, None
+        if forget is not None:
+            forget()
 
     def _release_waiters(self, done: asyncio.Future[SendResult]) -> None:
         waiters, self._waiters = self._waiters, []

@@ -433,7 +433,7 @@ class BashSession:
         )
         self._readiness = readiness
         if request.cancel is not None:
-            request.cancel.on_cancel(lambda _reason: _cancel_unsettled(op))
+            op.forget_cancel = request.cancel.on_cancel(lambda _reason: _cancel_unsettled(op))
         if waiting:
             showing = bool(self._markers) and self._sanitizer.prompt_tail == PROMPT
             readiness.on_wait_start(showing, self._sanitizer.last_marker_exit_code)
