@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _stack import ToolDriver
+from _stats import percentile
 
 from dsh_terminal_core.terminals import SendRequest
 
@@ -49,8 +50,8 @@ async def run(rounds: int, block: int, text: str, warmup: int) -> None:
         f"{text!r}, {rounds} rounds x {block} sends: CPU per send service "
         f"{statistics.median(service):.1f} us, tool {statistics.median(tool):.1f} us; "
         f"tool layer {statistics.median(layer):.1f} us "
-        f"(per-round differences p25 {_quantile(layer, 0.25):.1f}, "
-        f"p75 {_quantile(layer, 0.75):.1f})"
+        f"(per-round differences p25 {percentile(layer, 25):.1f}, "
+        f"p75 {percentile(layer, 75):.1f})"
     )
 
 
@@ -85,11 +86,6 @@ async def _interleaved(
                 await send()
             cpu[name].append((time.process_time() - began) / block * 1e6)
     return cpu
-
-
-def _quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def main() -> int:

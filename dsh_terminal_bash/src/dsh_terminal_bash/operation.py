@@ -81,25 +81,20 @@ class BashSendOperation:
         return waiter
 
     def settle(self, result: SendResult) -> None:
+        self._end(self._done.set_result, result)
+
+    def fail(self, error: BaseException) -> None:
+        """End the send with ``error`` instead of a result (nothing was typed)."""
+        self._end(self._done.set_exception, error)
+
+    def _end(self, finish: Callable[[Any], None], outcome: object) -> None:
         self.collecting = False
         if not self._done.done():
             # The waiters are released right here; the done callback (kept for a caller
             # that cancels ``done`` itself) would only run a turn later to find none.
             self._done.remove_done_callback(self._release_waiters)
-            self._done.set_result(result)
+            finish(outcome)
             self._release_waiters(self._done)
-        self._forget_cancel()
-
-    def fail(self, error: BaseException) -> None:
-        """End the send with ``error`` instead of a result (nothing was typed)."""
-        self.collecting = False
-        if not self._done.done():
-            self._done.remove_done_callback(self._release_waiters)
-            self._done.set_exception(error)
-            self._release_waiters(self._done)
-        self._forget_cancel()
-
-    def _forget_cancel(self) -> None:
         forget, self.forget_cancel = self.forget_cancel, None
         if forget is not None:
             forget()

@@ -422,22 +422,8 @@ class Scrollback:
             last.nbytes += nbytes
             last.ascii = last.ascii and is_ascii
         else:
-            if last is not None and isinstance(last.lines, list):
-                self._pack(last)
-            self._blocks.append(
-                _Block(
-                    base=self._complete,
-                    lines=_Packed(complete, count),
-                    start=0,
-                    nbytes=nbytes,
-                    ascii=is_ascii,
-                )
-            )
-        if not self._nlines:
-            self._first = self._complete
-        self._complete += count
-        self._nlines += count
-        self._nbytes += nbytes
+            self._start_block(_Packed(complete, count), nbytes, is_ascii)
+        self._count(count, nbytes)
         rest = text[last_newline + 1 :]
         if rest:
             self._extend_open(rest)
@@ -465,15 +451,23 @@ class Scrollback:
             last.nbytes += nbytes
             last.ascii = last.ascii and is_ascii
         else:
-            if last is not None and isinstance(last.lines, list):
-                self._pack(last)
-            self._blocks.append(
-                _Block(base=self._complete, lines=lines, start=0, nbytes=nbytes, ascii=is_ascii)
-            )
+            self._start_block(lines, nbytes, is_ascii)
+        self._count(len(lines), nbytes)
+
+    def _start_block(self, lines: list[str] | _Packed, nbytes: int, is_ascii: bool) -> None:
+        """A new newest block; the one before it, if a list, is packed (it grows no more)."""
+        if self._blocks and isinstance(self._blocks[-1].lines, list):
+            self._pack(self._blocks[-1])
+        self._blocks.append(
+            _Block(base=self._complete, lines=lines, start=0, nbytes=nbytes, ascii=is_ascii)
+        )
+
+    def _count(self, lines: int, nbytes: int) -> None:
+        """Account for ``lines`` complete lines of ``nbytes`` just added."""
         if not self._nlines:
             self._first = self._complete
-        self._complete += len(lines)
-        self._nlines += len(lines)
+        self._complete += lines
+        self._nlines += lines
         self._nbytes += nbytes
 
     @staticmethod

@@ -292,23 +292,8 @@ def _single_object(schema: Mapping[str, Any]) -> Check:
     few, many = counts if counts is not None else (0, math.inf)
     if parts is None:
         return lambda v: isinstance(v, dict) and few <= len(v) <= many
-    needed, compiled, other = parts
-    lookup = compiled.get
-
-    # The body of _object_body, inlined: a tool's arguments are checked by this one call.
-    def check(value: object) -> bool:
-        if not isinstance(value, dict) or not few <= len(value) <= many:
-            return False
-        for name in needed:
-            if name not in value:
-                return False
-        for name, item in value.items():
-            sub = lookup(name, other)
-            if sub is None or not sub(item):
-                return False
-        return True
-
-    return check
+    body = _object_body(*parts)
+    return lambda v: isinstance(v, dict) and few <= len(v) <= many and body(v)
 
 
 def _single_array(schema: Mapping[str, Any]) -> Check:

@@ -140,14 +140,13 @@ class ToolRegistry:
 
     def __init__(self, stamp: Callable[[], str | None] | None = None) -> None:
         self._stamp = stamp
-        self._tools: dict[str, Tool] = {}
         # One entry per tool holds everything a call needs, found with one lookup.
         self._entries: dict[str, _Registered] = {}
 
     def register(self, tool: Tool) -> Callable[[], None]:
         """Add ``tool``; returns a function that removes it. Names are unique."""
-        if tool.name in self._tools:
-            owner = self._tools[tool.name].plugin
+        if tool.name in self._entries:
+            owner = self._entries[tool.name].tool.plugin
             raise DshError(
                 f"tool {tool.name!r} is already registered by {owner!r}", "DUPLICATE_TOOL"
             )
@@ -157,70 +156,61 @@ class ToolRegistry:
             tool.parameters, jsonschema.Draft202012Validator
         )
         validator_cls.check_schema(tool.parameters)
-        self._tools[tool.name] = tool
-        self._entries[tool.name] = _Registered(
+        entry = _Registered(
             tool=tool,
             # Compiled once per schema: accepts the usual valid call without walking the
             # schema; anything it does not accept gets the full validator's verdict.
             check=compile_check(tool.parameters),
             validator=validator_cls(tool.parameters),
         )
+        self._entries[tool.name] = entry
 
         def unregister() -> None:
-            if self._tools.get(tool.name) is tool:
-                del self._tools[tool.name]
+            if self._entries.get(tool.name) is entry:
                 del self._entries[tool.name]
 
         return unregister
 
     def unregister_plugin(self, plugin: str) -> list[str]:
         """Remove every tool stamped with ``plugin``; return their names."""
-        names = [name for name, tool in self._tools.items() if tool.plugin == plugin]
+        names = [name for name, entry in self._entries.items() if entry.tool.plugin == plugin]
         for name in names:
-            del self._tools[name]
             del self._entries[name]
         return names
 
     def get(self, name: str) -> Tool:
-        try:
-            return self._tools[name]
-        except KeyError:
-            raise ToolNotFound(f"no tool named {name!r}") from None
+        return self._entry(name).tool
 
     def names(self) -> list[str]:
-        return list(self._tools)
+        return list(self._entries)
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [tool.schema() for tool in self._tools.values()]
+        return [entry.tool.schema() for entry in self._entries.values()]
 
     def validate(self, name: str, args: object) -> dict[str, Any]:
         """Return ``args`` as a dict if they satisfy the schema; else raise INVALID_ARGUMENT."""
-        entry = self._entries.get(name)
-        if entry is None:
-            raise ToolNotFound(f"no tool named {name!r}")
-        return _checked(entry, args)
+        return _checked(self._entry(name), args)
 
     async def call(self, name: str, args: object, exec_: ToolExec) -> ToolResult:
         """Validate, execute, render and bound one call. Never raises for tool failures."""
-        entry = self._entries.get(name)
-        if entry is None:
-            return ToolResult(
-                text=render_error(ToolNotFound(f"no tool named {name!r}")), is_error=True
-            )
-        tool = entry.tool
-        check = entry.check
         try:
-            # The usual call passes the compiled check at once; the rest is told why not.
-            if check is not None and isinstance(args, dict) and check(args):
-                checked = args
-            else:
-                checked = _checked(entry, args)
+            entry = self._entry(name)
+        except ToolNotFound as exc:
+            return ToolResult(text=render_error(exc), is_error=True)
+        tool = entry.tool
+        try:
+            checked = _checked(entry, args)
             value = await tool.execute(checked, exec_)
         except Exception as exc:
             return ToolResult(text=self._bound(tool, render_error(exc)), value=None, is_error=True)
         text = tool.render(checked, value) if tool.render else _default_text(value)
-        finalize = tool.finalize
-        return ToolResult(text=finalize(text) if finalize else text, value=value, is_error=False)
+        return ToolResult(text=self._bound(tool, text), value=value, is_error=False)
+
+    def _entry(self, name: str) -> _Registered:
+        entry = self._entries.get(name)
+        if entry is None:
+            raise ToolNotFound(f"no tool named {name!r}")
+        return entry
 
     @staticmethod
     def _bound(tool: Tool, text: str) -> str:

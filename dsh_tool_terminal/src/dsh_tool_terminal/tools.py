@@ -36,8 +36,6 @@ __all__ = ["MAX_SEND_CHARS", "terminal_tools"]
 MAX_SEND_CHARS = 1_000_000
 
 DEFAULT_TYPE = "shell"
-# Arguments of terminal_send that change what kind of send it is.
-_SEND_CHOICES = frozenset({"keys", "secret", "run_in_background"})
 # Bytes of a result kept for what surrounds the output: the status line of a send, the
 # page header and the "more" line of a read.
 _METADATA_ROOM = 512
@@ -210,25 +208,15 @@ def terminal_tools(
         }
 
     async def send(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
-        if "text" in args and _SEND_CHOICES.isdisjoint(args):
-            # The usual call, text typed in the foreground: no option left to sort out.
-            request = SendRequest(
-                text=args["text"],
-                submit=args.get("submit", True),
-                cancel=exec_.cancel,
-                timeout_ms=args.get("timeoutMs"),
-                max_bytes=output_bytes,
-            )
-        else:
-            background = args.get("run_in_background", False)
-            if background and not config.enable_run_in_background:
-                raise InvalidArgument("run_in_background is disabled for this harness")
-            if "secret" in args:
-                return await _send_secret(args, exec_)
-            request_args = _send_request_args(args, output_bytes)
-            if background:
-                return _send_in_background(exec_, args["sessionId"], request_args)
-            request = SendRequest(cancel=exec_.cancel, **request_args)
+        background = args.get("run_in_background", False)
+        if background and not config.enable_run_in_background:
+            raise InvalidArgument("run_in_background is disabled for this harness")
+        if "secret" in args:
+            return await _send_secret(args, exec_)
+        request_args = _send_request_args(args, output_bytes)
+        if background:
+            return _send_in_background(exec_, args["sessionId"], request_args)
+        request = SendRequest(cancel=exec_.cancel, **request_args)
         op = terminals().start_send(exec_.agent, args["sessionId"], request)
         try:
             result = await op.result()
