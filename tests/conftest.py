@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import time
 import uuid
@@ -52,6 +53,17 @@ def _dsh_shells() -> set[int]:
     """Processes of this run that carry the bash backend's DSH_SHELL=1 marker."""
     name, value = RUN_MARKER.split("=", 1)
     return set(shells_marked({name: value}))
+
+
+@pytest.fixture
+def no_collector() -> Iterator[None]:
+    """The cyclic garbage collector off for the test: what it frees, refcounting did."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @pytest.fixture(autouse=True)

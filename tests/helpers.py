@@ -109,3 +109,9 @@ async def until_true(check: Callable[[], bool], timeout: float = 5.0) -> bool:
             return False
         await asyncio.sleep(0.01)
     return True
+
+
+async def let_callbacks_run(turns: int = 5) -> None:
+    """A few loop turns, so callbacks a close or a settlement scheduled have run."""
+    for _ in range(turns):
+        await asyncio.sleep(0)

@@ -4,25 +4,13 @@ the shell's own exit: nothing of it waits for a pass of the cyclic garbage colle
 from __future__ import annotations
 
 import asyncio
-import gc
 import weakref
-from collections.abc import Iterator
 
 import pytest
 
 from dsh_terminal_core.terminals import WaitReason
 
-from ..helpers import harness, open_shell, send
-
-
-@pytest.fixture
-def no_collector() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
+from ..helpers import harness, let_callbacks_run, open_shell, send
 
 
 @pytest.mark.usefixtures("no_collector")
@@ -40,8 +28,7 @@ async def test_a_closed_session_is_freed_without_the_collector(ending: str) -> N
                 result = await send(h, agent, sid, "exit")
                 assert result.wait_reason is WaitReason.SESSION_EXIT
             await h.ctx.terminals.kill(agent, sid, "done")
-            for _ in range(5):  # callbacks the close scheduled let go of it
-                await asyncio.sleep(0)
+            await let_callbacks_run()  # the close's callbacks let go of it
             assert [ref() for ref in refs] == [None, None]
 
 
@@ -66,8 +53,7 @@ async def test_a_cancel_token_reused_for_many_sends_keeps_none_of_them() -> None
             assert f"kept-{i}" in result.viewport
             refs.append(weakref.ref(op))
             del op, result
-        for _ in range(5):
-            await asyncio.sleep(0)
+        await let_callbacks_run()
         assert [ref() for ref in refs] == [None] * 5
         # The token still works for the send it is given next.
         op = h.ctx.terminals.start_send(agent, sid, SendRequest(text="sleep 30", cancel=token))

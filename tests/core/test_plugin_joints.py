@@ -117,22 +117,29 @@ class NeedsTerminals(containers.DeclarativeContainer):
     label = providers.Object("built by the host")
 
 
+class Keeping:
+    """A plugin that declares ``container`` and keeps what the host hands over in ``got``."""
+
+    def __init__(self, name: str, container: type[containers.DeclarativeContainer]) -> None:
+        self.name = name
+        self.container = container
+        self.got: list[Any] = []
+
+    @hookimpl
+    def dsh_plugin_info(self) -> PluginInfo:
+        return PluginInfo(name=self.name, container=self.container)
+
+    @hookimpl
+    def dsh_apply(self, ctx: Context, container: Any) -> None:
+        self.got.append(container)
+
+
 async def test_the_host_builds_each_container_and_hands_it_over() -> None:
-    got: list[Any] = []
-
-    class Consumer:
-        @hookimpl
-        def dsh_plugin_info(self) -> PluginInfo:
-            return PluginInfo(name="consumer", container=NeedsTerminals)
-
-        @hookimpl
-        def dsh_apply(self, ctx: Context, container: NeedsTerminals) -> None:
-            got.append(container)
-
-    async with Harness(plugins=[*CORE, Consumer()]) as h:
+    consumer = Keeping("consumer", NeedsTerminals)
+    async with Harness(plugins=[*CORE, consumer]) as h:
         plugin = next(p for p in h.plugins if p.name == "consumer")
         assert plugin.info.inject == ("terminals",)  # read from the container, not listed
-        (container,) = got
+        (container,) = consumer.got
         assert container.label() == "built by the host"
         assert container.terminals() is h.ctx.terminals
         fake = TerminalSessionService()
@@ -144,20 +151,10 @@ async def test_a_need_of_the_wrong_type_fails_when_resolved() -> None:
     class WrongType(containers.DeclarativeContainer):
         jobs = providers.Dependency(instance_of=TerminalSessionService)
 
-    got: list[Any] = []
-
-    class Confused:
-        @hookimpl
-        def dsh_plugin_info(self) -> PluginInfo:
-            return PluginInfo(name="confused", container=WrongType)
-
-        @hookimpl
-        def dsh_apply(self, container: WrongType) -> None:
-            got.append(container)
-
-    async with Harness(plugins=[*CORE, Confused()]):
+    confused = Keeping("confused", WrongType)
+    async with Harness(plugins=[*CORE, confused]):
         with pytest.raises(Exception, match="is not an instance of"):
-            got[0].jobs()
+            confused.got[0].jobs()
 
 
 class BusyRegistry:
@@ -187,19 +184,10 @@ async def test_overriding_terminals_reaches_the_sandbox_mode_fence() -> None:
 
 
 async def test_a_kept_resolution_follows_every_override_of_its_need() -> None:
-    got: list[Any] = []
-
-    class Consumer:
-        @hookimpl
-        def dsh_plugin_info(self) -> PluginInfo:
-            return PluginInfo(name="consumer", container=NeedsTerminals)
-
-        @hookimpl
-        def dsh_apply(self, container: NeedsTerminals) -> None:
-            got.append(container)
-
-    async with Harness(plugins=[*CORE, Consumer()]) as h:
-        resolve = kept_resolution(got[0].terminals)
+    consumer = Keeping("consumer", NeedsTerminals)
+    async with Harness(plugins=[*CORE, consumer]) as h:
+        (container,) = consumer.got
+        resolve = kept_resolution(container.terminals)
         real = h.ctx.terminals
         assert resolve() is real and resolve() is real
         outer, inner = TerminalSessionService(), TerminalSessionService()
@@ -210,7 +198,7 @@ async def test_a_kept_resolution_follows_every_override_of_its_need() -> None:
             assert resolve() is outer
         assert resolve() is real
         # The container's own need overridden directly is seen as well.
-        with got[0].terminals.override(providers.Object(inner)):
+        with container.terminals.override(providers.Object(inner)):
             assert resolve() is inner
         assert resolve() is real
 

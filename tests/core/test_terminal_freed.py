@@ -3,29 +3,13 @@ of the cyclic garbage collector, whose passes over many dead terminals stall the
 
 from __future__ import annotations
 
-import asyncio
-import gc
 import weakref
-from collections.abc import Iterator
 
 import pytest
 
 from dsh_terminal_core.provider import LocalTerminalProvider, TerminalSpawnSpec
 
-
-@pytest.fixture
-def no_collector() -> Iterator[None]:
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
-
-
-async def _settle() -> None:
-    for _ in range(5):  # callbacks the close scheduled let go of it
-        await asyncio.sleep(0)
+from ..helpers import let_callbacks_run
 
 
 @pytest.mark.usefixtures("no_collector")
@@ -41,5 +25,5 @@ async def test_a_closed_terminal_is_freed_without_the_collector(ending: str) -> 
             await process.done
         await process.terminate()
         del process
-        await _settle()
+        await let_callbacks_run()  # the close's callbacks let go of it
         assert ref() is None
