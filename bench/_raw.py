@@ -18,7 +18,7 @@ from itertools import count
 from _env import SHELL_ARGV, Expect, bench_environment, prompt_settled
 from ptyprocess import PtyProcess
 
-__all__ = ["RawDriver"]
+__all__ = ["RawDriver", "RawSession"]
 
 _CHUNK = 64 * 1024
 _TAIL = 256
@@ -85,6 +85,7 @@ class RawDriver:
 
     name = "raw"
     concurrent = True
+    session_class: type[RawSession] = RawSession
 
     def __init__(self, owner_id: str) -> None:
         self._owner_id = owner_id
@@ -99,7 +100,7 @@ class RawDriver:
         proc.fileobj.close()
         proc.closed = True  # we own pid and fd from here on
         os.set_blocking(fd, False)
-        session = RawSession(loop, proc.pid, fd)
+        session = self.session_class(loop, proc.pid, fd)
         self._live[proc.pid] = session
         try:
             await asyncio.wait_for(session.expect("prompt"), 30)

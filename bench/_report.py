@@ -8,7 +8,7 @@ from typing import Any
 __all__ = ["evaluate_targets", "markdown"]
 
 LATENCY_ROWS = ("open", "echo", "pwd", "repl", "close", "concurrent")
-CONTENDERS = ("raw", "pexpect", "service", "tool")
+CONTENDERS = ("raw", "proofs", "pexpect", "service", "tool")
 LEVELS = ("service", "tool")
 IDLE_LIMIT_KIB = 1024
 RSS_BOUND_FACTOR = 4
@@ -125,7 +125,9 @@ def _reasons(entry: dict[str, Any]) -> str:
     reasons = entry.get("wait_reasons")
     if not reasons:
         return ""
-    return ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+    text = ", ".join(f"{k} {v}" for k, v in sorted(reasons.items()))
+    retried = entry.get("retried_sends")
+    return text if retried is None else f"{text} ({retried} looked again)"
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -140,8 +142,8 @@ def markdown(report: dict[str, Any]) -> str:
         + (" — QUICK SIZES, not representative" if report["quick"] else ""),
         "",
         "| scenario | contender | n | p50 ms | p95 ms | p99 ms | x raw (p50) | x pexpect (p50) "
-        "| CPU us/send | CPU x raw | wait reasons |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "| CPU us/send | CPU x raw | CPU x proofs | wait reasons |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     labels = {
         "open": "open (spawn to first prompt)",
@@ -156,6 +158,7 @@ def markdown(report: dict[str, Any]) -> str:
         raw = _get(results, scenario, "raw", "p50_ms")
         pex = _get(results, scenario, "pexpect", "p50_ms")
         raw_cpu = _get(results, scenario, "raw", "cpu_ms_per_send")
+        proofs_cpu = _get(results, scenario, "proofs", "cpu_ms_per_send")
         for contender in CONTENDERS:
             entry = block.get(contender)
             if not entry:
@@ -169,7 +172,8 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {label} | {contender} | {entry['n']} | {_fmt(p50)} | "
                 f"{_fmt(entry['p95_ms'])} | {_fmt(entry['p99_ms'])} | "
                 f"{_fmt(_ratio(p50, raw), 1)} | {_fmt(_ratio(p50, pex), 1)} | "
-                f"{_fmt(1000 * cpu, 0)} | {_fmt(_ratio(cpu, raw_cpu), 1)} | {_reasons(entry)} |"
+                f"{_fmt(1000 * cpu, 0)} | {_fmt(_ratio(cpu, raw_cpu), 1)} | "
+                f"{_fmt(_ratio(cpu, proofs_cpu), 1)} | {_reasons(entry)} |"
             )
     tp = results.get("throughput", {})
     if tp:

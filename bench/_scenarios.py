@@ -1,4 +1,4 @@
-"""The scenarios, written once against a driver (raw, pexpect, service or tool).
+"""The scenarios, written once against a driver (raw, proofs, pexpect, service or tool).
 
 Each group runs in a fresh worker process, so one group's memory cannot colour
 another's RSS figures. Every group closes what it opened, also on failure.
@@ -80,6 +80,12 @@ def _reasons(reasons: Iterable[str | None]) -> dict[str, int]:
     return dict(Counter(r if r is not None else "prompt_matched" for r in reasons))
 
 
+def _retried(driver: Driver, before: int | None) -> dict[str, int]:
+    """Sends since ``before`` that needed more than one look (for drivers that count them)."""
+    now = getattr(driver, "retried", None)
+    return {} if now is None or before is None else {"retried_sends": now - before}
+
+
 def _status_kib(field: str) -> int:
     with open("/proc/self/status", encoding="ascii") as handle:
         for line in handle:
@@ -105,6 +111,7 @@ async def _timed_sends(
         await driver.send(session, text, expect)
     samples: list[float] = []
     reasons: list[str | None] = []
+    retried = getattr(driver, "retried", None)
     cpu = time.process_time()
     for _ in range(iters):
         start = time.perf_counter()
@@ -116,6 +123,7 @@ async def _timed_sends(
         **summarize(samples),
         "cpu_ms_per_send": cpu * 1000 / iters,
         "wait_reasons": _reasons(reasons),
+        **_retried(driver, retried),
     }
 
 
@@ -212,6 +220,7 @@ async def concurrent(driver: Driver, sizes: dict[str, int]) -> dict[str, Any]:
                 samples.append(time.perf_counter() - start)
                 reasons.append(reason)
 
+        retried = getattr(driver, "retried", None)
         wall = time.perf_counter()
         cpu = time.process_time()
         await asyncio.gather(*(worker(s) for s in sessions))
@@ -228,6 +237,7 @@ async def concurrent(driver: Driver, sizes: dict[str, int]) -> dict[str, Any]:
         "sends_per_s": len(samples) / wall,
         "cpu_ms_per_send": cpu * 1000 / len(samples),
         "wait_reasons": _reasons(reasons),
+        **_retried(driver, retried),
     }
 
 

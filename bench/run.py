@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark the stack side by side with a raw PTY floor and pexpect, on one machine.
+"""Benchmark the stack beside a raw PTY floor, that floor with proofs, and pexpect.
 
     python3 bench/run.py            # full sizes; writes bench/results/latest.json
     python3 bench/run.py --quick    # tiny sizes; writes bench/results/quick.json
@@ -36,14 +36,21 @@ from _stats import load_average, machine  # noqa: E402
 
 SCROLLBACK_CAP = 4 * 1024 * 1024
 PLAN: list[tuple[str, tuple[str, ...]]] = [
-    ("latency", ("raw", "pexpect", "service", "tool")),
+    ("latency", ("raw", "proofs", "pexpect", "service", "tool")),
+    # no proofs row: one look per 15 MB send adds nothing to its cost per MB
     ("throughput", ("raw", "pexpect", "service", "tool")),
-    ("concurrent", ("raw", "service", "tool")),  # pexpect is synchronous
-    ("idle_memory", ("raw", "pexpect", "service", "tool")),
+    ("concurrent", ("raw", "proofs", "service", "tool")),  # pexpect is synchronous
+    ("idle_memory", ("raw", "proofs", "pexpect", "service", "tool")),
 ]
 NOTES = [
     "raw: ptyprocess + bash + the same marker protocol, asyncio reader on the master fd, "
     "64 KiB reads, settles when the newest bytes end with marker + prompt",
+    "proofs: raw + the prompt tier's proofs, no framework: at the write a drain of the "
+    "master, tcgetpgrp and the shell's run time; at marker + prompt no unread input "
+    "(TIOCGPTPEER, poll, FIONREAD), the shell's group in the foreground, the shell in a "
+    "new pselect6 wait on the terminal (schedstat, syscall, mem, fd 0, schedstat; kept "
+    "files, pread) and no output pending (poll on the master); a failed look is repeated "
+    "1 ms later and on new output (retried sends counted); REPL sends as raw",
     "pexpect: expect_exact on marker end + prompt; delaybeforesend=None, "
     "delayafterclose=0, delayafterterminate=1 ms (its fastest settings)",
     "service: ctx.terminals spawn / start_send + await op.done / kill",
@@ -61,6 +68,10 @@ def _driver(name: str, owner: str, group: str) -> Any:
         from _raw import RawDriver
 
         return RawDriver(owner)
+    if name == "proofs":
+        from _proofs import ProofsDriver
+
+        return ProofsDriver(owner)
     if name == "pexpect":
         from _pexpect import PexpectDriver
 
@@ -158,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="where to save results (default: bench/results/...)")
     group_names = ", ".join(g for g, _ in PLAN)
     parser.add_argument("--groups", help=f"comma-separated subset of: {group_names}")
-    parser.add_argument("--drivers", help="comma-separated subset of: raw, pexpect, service, tool")
+    parser.add_argument(
+        "--drivers", help="comma-separated subset of: raw, proofs, pexpect, service, tool"
+    )
     parser.add_argument("--max-load", type=float, help="wait until the 1-minute load is below")
     parser.add_argument("--load-wait", type=float, default=1200, help="give up waiting after s")
     parser.add_argument(

@@ -15,14 +15,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = {
-    "open": {"raw", "pexpect", "service", "tool"},
-    "close": {"raw", "pexpect", "service", "tool"},
-    "echo": {"raw", "pexpect", "service", "tool"},
-    "pwd": {"raw", "pexpect", "service", "tool"},
-    "repl": {"raw", "pexpect", "service", "tool"},
+    "open": {"raw", "proofs", "pexpect", "service", "tool"},
+    "close": {"raw", "proofs", "pexpect", "service", "tool"},
+    "echo": {"raw", "proofs", "pexpect", "service", "tool"},
+    "pwd": {"raw", "proofs", "pexpect", "service", "tool"},
+    "repl": {"raw", "proofs", "pexpect", "service", "tool"},
     "throughput": {"raw", "pexpect", "service", "tool"},
-    "concurrent": {"raw", "service", "tool"},
-    "idle_memory": {"raw", "pexpect", "service", "tool"},
+    "concurrent": {"raw", "proofs", "service", "tool"},
+    "idle_memory": {"raw", "proofs", "pexpect", "service", "tool"},
 }
 
 
@@ -62,6 +62,10 @@ def test_quick_benchmark_completes_and_leaves_nothing(tmp_path: Path) -> None:
             reasons = scenarios[scenario][level]["wait_reasons"]
             assert set(reasons) == {"stdin_read"}, (scenario, level, reasons)
         assert scenarios["repl"][level]["repl_startup_wait_reason"] == "stdin_read"
+    for scenario in ("echo", "pwd", "concurrent"):
+        proofs = scenarios[scenario]["proofs"]
+        assert set(proofs["wait_reasons"]) == {"stdin_read"}, (scenario, proofs)
+        assert 0 <= proofs["retried_sends"] <= sum(proofs["wait_reasons"].values())
     targets = {(t["target"], t["level"]) for t in report["targets"]}
     assert len(targets) == 24 and all(t["met"] is not None for t in report["targets"])
     for key in ("nproc", "cpu_model", "kernel", "python"):
