@@ -28,6 +28,15 @@ def _open_fds() -> set[str]:
     return set(os.listdir("/proc/self/fd"))
 
 
+async def _open_fds_with_spawning_ready(spawn: Spawn) -> set[str]:
+    """This process's descriptors once spawning has started: the first spawn in a process
+    starts the fork server, whose descriptors stay open for the process's life."""
+    warm = await spawn(["/bin/true"])
+    await warm.done
+    await warm.terminate()
+    return _open_fds()
+
+
 def _targets(fds: set[str]) -> list[str]:
     targets = []
     for name in fds:
@@ -93,7 +102,7 @@ async def _settled(kept: KeptFiles) -> bytes | None:
 async def test_kept_files_fail_once_the_process_is_gone_and_close_cleanly(
     spawn: Spawn,
 ) -> None:
-    before = _open_fds()
+    before = await _open_fds_with_spawning_ready(spawn)
     process = await spawn([sys.executable, "-c", "import sys; sys.stdin.readline()"])
     kept = KeptFiles(process.pid)
     assert kept.read("schedstat") is not None
@@ -109,7 +118,7 @@ async def test_kept_files_fail_once_the_process_is_gone_and_close_cleanly(
 
 
 async def test_the_terminal_closes_the_shell_files_it_kept(spawn: Spawn) -> None:
-    before = _open_fds()
+    before = await _open_fds_with_spawning_ready(spawn)
     process = await spawn(BASH)
     await Output(process).wait_count(PROMPT, 1)
     process.set_shell_process_group(process.pid)

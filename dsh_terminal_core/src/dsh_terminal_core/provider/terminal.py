@@ -181,6 +181,9 @@ class LocalTerminalProcess:
         self._probe = probe
         self._done: asyncio.Future[ExitStatus] = loop.create_future()
         self._shell_pgid: int | None = None
+        # This process's own group, which the terminal reports when no group of its own
+        # holds the foreground; asked once, not on every look (it does not change).
+        self._own_pgrp = os.getpgrp()
         # The shell's /proc files, open across looks: it is looked at on every send.
         self._kept: KeptFiles | None = None
         self._teardown: asyncio.Task[None] | None = None
@@ -377,7 +380,7 @@ class LocalTerminalProcess:
             if not self._done.done():
                 stat = read_stat(self._pid)
                 pgid = stat.tpgid if stat is not None else None
-        if pgid is None or pgid <= 0 or pgid == os.getpgrp():
+        if pgid is None or pgid <= 0 or pgid == self._own_pgrp:
             return None
         return pgid
 
