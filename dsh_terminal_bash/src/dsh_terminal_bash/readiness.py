@@ -22,7 +22,7 @@ the prompt path. The tiers, strongest evidence first:
    may be pending and no input unread. A PTY hands a program's last write to the
    reader side through a kernel work queue, so a program can already be blocked
    reading while its final output is in flight; the pending-output check flushes that
-   work and reads what it held, so a group whose leader is its only member settles at
+   work before it counts, so a group whose leader is its only member settles at
    the first look. A group with other members (a pipeline) must hold the wait,
    output-free, for ``_CONFIRM_MS``: a later stage may still be writing. For the
    shell's own group the hold is one poll interval, so the prompt tier (which carries
@@ -343,8 +343,8 @@ class Readiness:
                 self._arm_probe(hold_ms - held_ms)
                 return False
         # The reader is blocked, so everything it wrote is already on the PTY: asking for
-        # pending output flushes the kernel's hand-over work and reads it, so "nothing
-        # pending" means its last write has arrived.
+        # pending output flushes the kernel's hand-over work before it counts, so
+        # "nothing pending" means its last write has arrived.
         if self._probe.pending_output():
             self._wait_seen_at = None
             return False

@@ -6,10 +6,14 @@ therefore say 0 while the bytes are still in flight. Polling the slave first set
 that: the line discipline's poll flushes the pending work before it answers, so the
 count that follows includes every byte the master accepted.
 
-Both operations open the slave for a moment through ``TIOCGPTPEER`` on the master
-(Linux 4.13+, ``O_NOCTTY`` so it never becomes anyone's controlling terminal) and close
-it at once, so the slave's open count, and with it the master's EOF once the program
-is gone, stays the program's alone. Where the ioctl is missing both report "unknown".
+Both operations need the slave open, which ``TIOCGPTPEER`` on the master does (Linux
+4.13+, ``O_NOCTTY`` so it never becomes anyone's controlling terminal). Readiness asks
+for the unread count on every send, and opening and closing the slave is most of what
+that costs, so :class:`TerminalInput` keeps the peer open while the program runs and
+closes it at :meth:`TerminalInput.release`, when the program has exited: from then on
+each operation opens the peer for a moment only, and the slave's open count, with it
+the master's EOF once every program holding the terminal is gone, is the programs' own
+again. Where the ioctl is missing both report "unknown".
 """
 
 from __future__ import annotations
@@ -22,12 +26,95 @@ import struct
 import sys
 import termios
 
-__all__ = ["flush_input", "unread_input"]
+__all__ = ["TerminalInput"]
 
 # _IO('T', 0x41): the same on every architecture Linux uses the generic ioctl layout for.
 _TIOCGPTPEER = 0x5441
 _OPEN_FLAGS = os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK
 _LINUX = sys.platform.startswith("linux")
+_HANGUP = select.POLLHUP | select.POLLERR | select.POLLNVAL
+
+
+class TerminalInput:
+    """Unread input of one PTY, through a peer kept open until :meth:`release`.
+
+    ``keep`` False opens the peer for each operation (where descriptors are scarce).
+    A kept peer that reports a hang-up or an error is closed and the operation is made
+    once more through a fresh one, which is then kept.
+    """
+
+    def __init__(self, master_fd: int, *, keep: bool) -> None:
+        self._master_fd = master_fd
+        self._keep = keep and _LINUX
+        self._peer: int | None = None
+        self._poller: select.poll | None = None
+
+    def unread(self) -> int | None:
+        """How many input bytes wait in the slave's queue, unread by any program.
+
+        In canonical mode the count covers complete lines only (what ``FIONREAD`` reports
+        there). None when it cannot be known (no ``TIOCGPTPEER``, a hung-up terminal).
+        """
+        if self._keep:
+            for _attempt in range(2):
+                kept = self._kept_peer()
+                if kept is None:
+                    return None
+                count = _count_unread(kept, self._poller)
+                if count is not None:
+                    return count
+                self._close_kept()
+            return None
+        peer = _open_peer(self._master_fd)
+        if peer is None:
+            return None
+        try:
+            return _count_unread(peer, None)
+        finally:
+            _close(peer)
+
+    def flush(self) -> bool:
+        """Discard input the program has not read yet (``tcflush(TCIFLUSH)`` on the slave).
+
+        Returns False when it could not be done. Bytes still in the flip buffer are
+        discarded with the queue.
+        """
+        if self._keep:
+            for _attempt in range(2):
+                kept = self._kept_peer()
+                if kept is None:
+                    return False
+                if _flush(kept):
+                    return True
+                self._close_kept()
+            return False
+        peer = _open_peer(self._master_fd)
+        if peer is None:
+            return False
+        try:
+            return _flush(peer)
+        finally:
+            _close(peer)
+
+    def release(self) -> None:
+        """Close the kept peer; later operations open one for a moment each. Idempotent."""
+        self._keep = False
+        self._close_kept()
+
+    def _kept_peer(self) -> int | None:
+        if self._peer is None:
+            peer = _open_peer(self._master_fd)
+            if peer is None:
+                return None
+            poller = select.poll()
+            poller.register(peer, select.POLLIN)
+            self._peer, self._poller = peer, poller
+        return self._peer
+
+    def _close_kept(self) -> None:
+        peer, self._peer, self._poller = self._peer, None, None
+        if peer is not None:
+            _close(peer)
 
 
 def _open_peer(master_fd: int) -> int | None:
@@ -40,42 +127,30 @@ def _open_peer(master_fd: int) -> int | None:
     return int(fd)
 
 
-def unread_input(master_fd: int) -> int | None:
-    """Return how many input bytes wait in the slave's queue, unread by any program.
-
-    In canonical mode the count covers complete lines only (what ``FIONREAD`` reports
-    there). None when it cannot be known (no ``TIOCGPTPEER``, a hung-up terminal).
-    """
-    peer = _open_peer(master_fd)
-    if peer is None:
-        return None
+def _count_unread(peer: int, poller: select.poll | None) -> int | None:
+    """The slave's queued input count, after a poll that flushes the flip buffer; None
+    when the terminal is hung up or the count cannot be read."""
     try:
-        poller = select.poll()
-        poller.register(peer, select.POLLIN)
-        poller.poll(0)  # flushes bytes still in the flip buffer into the queue
+        if poller is None:
+            poller = select.poll()
+            poller.register(peer, select.POLLIN)
+        for _fd, events in poller.poll(0):
+            if events & _HANGUP:
+                return None
         raw = fcntl.ioctl(peer, termios.FIONREAD, b"\0\0\0\0")
-        return int(struct.unpack("i", raw)[0])
     except OSError:
         return None
-    finally:
-        with contextlib.suppress(OSError):
-            os.close(peer)
+    return int(struct.unpack("i", raw)[0])
 
 
-def flush_input(master_fd: int) -> bool:
-    """Discard input the program has not read yet (``tcflush(TCIFLUSH)`` on the slave).
-
-    Returns False when it could not be done. Bytes still in the flip buffer are
-    discarded with the queue.
-    """
-    peer = _open_peer(master_fd)
-    if peer is None:
-        return False
+def _flush(peer: int) -> bool:
     try:
         termios.tcflush(peer, termios.TCIFLUSH)
-        return True
     except (OSError, termios.error):
         return False
-    finally:
-        with contextlib.suppress(OSError):
-            os.close(peer)
+    return True
+
+
+def _close(fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)

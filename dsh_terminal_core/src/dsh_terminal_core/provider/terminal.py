@@ -27,7 +27,7 @@ from ..signals import FOREGROUND_SIGNALS
 from . import hostexit, hostguard
 from .env import child_environment
 from .inspector import ReaderWait, StdinProbe, TerminalIdentity, default_stdin_probe
-from .peer import flush_input, unread_input
+from .peer import TerminalInput
 from .process_table import ProcessIdentity, ProcessTable, default_process_table
 from .procfiles import KeptFiles
 from .procfs import read_stat
@@ -195,6 +195,9 @@ class LocalTerminalProcess:
         self._reaper = TreeReaper(table, self._identity, self._session)
         self._terminal: TerminalIdentity | None = facts.terminal
         self._channel = PtyChannel(loop, spawned.master_fd)
+        # The slave's input queue, asked on every send through a peer kept open while
+        # the child runs (released with the kept /proc files).
+        self._input = TerminalInput(spawned.master_fd, keep=_may_keep_files())
         self._watch = ExitWatch(loop, spawned.pid, self._on_child_exit, pidfd=spawned.pidfd)
 
     def _start(self) -> None:
@@ -214,6 +217,7 @@ class LocalTerminalProcess:
         pidfd that kills it is still open."""
         _abandon(self._spawned, close_fds=False)
         self._watch.close()
+        self._input.release()
         self._channel.close()
 
     # -- identity and output ------------------------------------------------------------
@@ -270,16 +274,14 @@ class LocalTerminalProcess:
         Counts bytes still in flight inside the PTY layer too. None when unknown (not
         Linux, a kernel without ``TIOCGPTPEER``, a closed or hung-up terminal).
         """
-        fd = self._channel.fd
-        return unread_input(fd) if fd is not None else None
+        return self._input.unread() if self._channel.fd is not None else None
 
     def flush_input(self) -> bool:
         """Discard input no program has read yet, as the terminal's Ctrl-C would.
 
         Returns False when it could not be done (not Linux, closed terminal).
         """
-        fd = self._channel.fd
-        return flush_input(fd) if fd is not None else False
+        return self._input.flush() if self._channel.fd is not None else False
 
     def wake_count(self, pid: int) -> int | None:
         """``pid``'s wake count (moves whenever it runs): a count that moved means it woke.
@@ -570,6 +572,7 @@ class LocalTerminalProcess:
         hostguard.forget_session(self._session)
 
     def _forget_kept(self) -> None:
+        self._input.release()
         kept, self._kept = self._kept, None
         if kept is not None:
             kept.close()
