@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Callable
 
+import attrs
 import psutil
 import pytest
 
@@ -270,3 +271,45 @@ async def test_group_look_scans_processes_only_for_a_group_with_other_members(
     assert scans > 0
     process.signal_foreground("SIGINT")
     await output.wait_count(PROMPT, 3)
+
+
+def test_with_modes_carries_every_other_fact() -> None:
+    seen = Foreground(
+        process_group_id=41,
+        input_waiting=True,
+        echo=True,
+        canonical=True,
+        wake_count=7,
+        leader_stamp=b"1 2 3\n",
+    )
+    for echo in (False, True):
+        for canonical in (False, True):
+            again = seen.with_modes(echo, canonical)
+            assert again == attrs.evolve(seen, echo=echo, canonical=canonical)
+            # Fails when a field is added to Foreground but not carried by with_modes.
+            for field in attrs.fields(Foreground):
+                if field.name not in ("echo", "canonical"):
+                    assert getattr(again, field.name) == getattr(seen, field.name), field.name
+
+
+async def test_terminal_modes_follow_the_programs_settings(spawn: Spawn) -> None:
+    # The program turns echo and line mode off and on; each state is read back exactly.
+    script = (
+        "import sys, termios\n"
+        "fd = sys.stdin.fileno()\n"
+        "for echo, canon in ((0, 0), (1, 0), (0, 1), (1, 1)):\n"
+        "    a = termios.tcgetattr(fd)\n"
+        "    a[3] = (a[3] | termios.ECHO) if echo else (a[3] & ~termios.ECHO)\n"
+        "    a[3] = (a[3] | termios.ICANON) if canon else (a[3] & ~termios.ICANON)\n"
+        "    termios.tcsetattr(fd, termios.TCSANOW, a)\n"
+        "    print(f'state {echo}{canon}', flush=True)\n"
+        "    sys.stdin.readline() if canon else sys.stdin.read(1)\n"
+    )
+    process = await spawn([sys.executable, "-c", script])
+    output = Output(process)
+    for echo, canonical in ((False, False), (True, False), (False, True), (True, True)):
+        await output.wait_for(f"state {int(echo)}{int(canonical)}".encode())
+        assert process.terminal_modes() == (echo, canonical)
+        seen = await eventually(process.inspect_foreground, lambda f: f.input_waiting)
+        assert (seen.echo, seen.canonical) == (echo, canonical)
+        await process.write("x\n" if canonical else "x")  # what that state reads, no more

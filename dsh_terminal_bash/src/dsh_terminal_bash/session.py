@@ -172,8 +172,7 @@ class BashSession:
             if self._process.foreground_pgid() == pgid:
                 fd_modes = self._process.terminal_modes()
                 if fd_modes is not None and self._process.run_stamp(pgid) == seen.leader_stamp:
-                    echo, canonical = fd_modes
-                    return attrs.evolve(seen, echo=echo, canonical=canonical)
+                    return seen.with_modes(*fd_modes)
         return self.foreground()
 
     def _prompt_shell(self, foreground: int) -> int | None:

@@ -18,6 +18,7 @@ import functools
 import os
 import resource
 import signal
+import struct
 import sys
 
 import attrs
@@ -36,6 +37,7 @@ from .teardown import TreeReaper
 from .types import ExitStatus, Foreground, OutputHandler, TerminalSpawnSpec
 
 if sys.platform != "win32":
+    import fcntl
     import termios
 
     from .exitwatch import ExitWatch
@@ -45,6 +47,10 @@ if sys.platform != "win32":
 __all__ = ["FOREGROUND_SIGNALS", "LocalTerminalProcess", "LocalTerminalProvider"]
 
 _REFUSE_SHELL_KILL = "refusing to SIGKILL the terminal shell; close the session instead"
+_LINUX = sys.platform.startswith("linux")
+_TERMIOS_BUFFER = bytes(64)  # room for the kernel's struct termios (36 bytes)
+_LFLAG = struct.Struct("I")
+_LFLAG_OFFSET = 12  # after c_iflag, c_oflag and c_cflag
 
 
 class LocalTerminalProvider:
@@ -389,11 +395,8 @@ class LocalTerminalProcess:
     def terminal_modes(self) -> tuple[bool, bool] | None:
         """The terminal's (ECHO, ICANON) flags now; None when they cannot be read."""
         fd = self._channel.fd
-        if fd is None:
-            return None
-        try:
-            lflag = termios.tcgetattr(fd)[3]
-        except (OSError, termios.error):
+        lflag = _local_modes(fd) if fd is not None else None
+        if lflag is None:
             return None
         return bool(lflag & termios.ECHO), bool(lflag & termios.ICANON)
 
@@ -410,9 +413,8 @@ class LocalTerminalProcess:
         fd = self._channel.fd
         if pgid is None or fd is None:
             return None
-        try:
-            lflag = termios.tcgetattr(fd)[3]
-        except (OSError, termios.error):
+        lflag = _local_modes(fd)
+        if lflag is None:
             return None
         reader = (
             self._probe.group_reader(pgid, self._terminal) if self._terminal is not None else None
@@ -613,6 +615,25 @@ class LocalTerminalProcess:
                 name = f"SIG{-code}"
             return ExitStatus(exit_code=None, signal=name)
         return ExitStatus(exit_code=code, signal=None)
+
+
+def _local_modes(fd: int) -> int | None:
+    """The terminal's local modes (``c_lflag``: ECHO, ICANON ...); None when unreadable.
+
+    Asked on every send. On Linux one ``TCGETS`` and the word at its fixed place (four
+    32-bit flag words lead ``struct termios`` on every architecture) spare building the
+    list of attributes and control characters ``tcgetattr`` returns.
+    """
+    if _LINUX:
+        try:
+            raw = fcntl.ioctl(fd, termios.TCGETS, _TERMIOS_BUFFER)
+        except OSError:
+            return None
+        return int(_LFLAG.unpack_from(raw, _LFLAG_OFFSET)[0])
+    try:
+        return int(termios.tcgetattr(fd)[3])
+    except (OSError, termios.error):
+        return None
 
 
 def _session_of(pid: int) -> int:
