@@ -25,6 +25,8 @@ import select
 import struct
 import sys
 import termios
+from collections.abc import Callable
+from typing import TypeVar
 
 __all__ = ["TerminalInput"]
 
@@ -33,6 +35,7 @@ _TIOCGPTPEER = 0x5441
 _OPEN_FLAGS = os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK
 _LINUX = sys.platform.startswith("linux")
 _HANGUP = select.POLLHUP | select.POLLERR | select.POLLNVAL
+_T = TypeVar("_T")
 
 
 class TerminalInput:
@@ -55,23 +58,7 @@ class TerminalInput:
         In canonical mode the count covers complete lines only (what ``FIONREAD`` reports
         there). None when it cannot be known (no ``TIOCGPTPEER``, a hung-up terminal).
         """
-        if self._keep:
-            for _attempt in range(2):
-                kept = self._kept_peer()
-                if kept is None:
-                    return None
-                count = _count_unread(kept, self._poller)
-                if count is not None:
-                    return count
-                self._close_kept()
-            return None
-        peer = _open_peer(self._master_fd)
-        if peer is None:
-            return None
-        try:
-            return _count_unread(peer, None)
-        finally:
-            _close(peer)
+        return self._through_peer(_count_unread)
 
     def flush(self) -> bool:
         """Discard input the program has not read yet (``tcflush(TCIFLUSH)`` on the slave).
@@ -79,20 +66,26 @@ class TerminalInput:
         Returns False when it could not be done. Bytes still in the flip buffer are
         discarded with the queue.
         """
+        return self._through_peer(_flush) is not None
+
+    def _through_peer(self, operation: Callable[[int, select.poll | None], _T | None]) -> _T | None:
+        """``operation`` on the kept peer (a fresh one once if it fails), or on a peer
+        opened for the moment; None when it could not be done."""
         if self._keep:
             for _attempt in range(2):
                 kept = self._kept_peer()
                 if kept is None:
-                    return False
-                if _flush(kept):
-                    return True
+                    return None
+                outcome = operation(kept, self._poller)
+                if outcome is not None:
+                    return outcome
                 self._close_kept()
-            return False
+            return None
         peer = _open_peer(self._master_fd)
         if peer is None:
-            return False
+            return None
         try:
-            return _flush(peer)
+            return operation(peer, None)
         finally:
             _close(peer)
 
@@ -143,11 +136,12 @@ def _count_unread(peer: int, poller: select.poll | None) -> int | None:
     return int(struct.unpack("i", raw)[0])
 
 
-def _flush(peer: int) -> bool:
+def _flush(peer: int, _poller: select.poll | None) -> bool | None:
+    """Discard the slave's queued input; None when it could not be done."""
     try:
         termios.tcflush(peer, termios.TCIFLUSH)
     except (OSError, termios.error):
-        return False
+        return None
     return True
 
 
