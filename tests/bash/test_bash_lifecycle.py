@@ -49,7 +49,9 @@ async def test_owner_dispose_closes_sessions_with_sends_in_flight() -> None:
         agent = h.create_agent("a")
         sids = [await open_shell(h, agent) for _ in range(3)]
         pids = [h.ctx.terminals.get_session(agent, sid).pid for sid in sids]
-        ops = [h.ctx.terminals.start_send(agent, sid, SendRequest(text="sleep 1000")) for sid in sids]
+        ops = [
+            h.ctx.terminals.start_send(agent, sid, SendRequest(text="sleep 1000")) for sid in sids
+        ]
         await asyncio.sleep(0.2)
         await agent.dispose()
         results = await asyncio.gather(*(op.done for op in ops))

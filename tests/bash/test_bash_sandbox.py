@@ -19,7 +19,9 @@ from ..helpers import send
 
 pytestmark = [
     pytest.mark.bwrap,
-    pytest.mark.skipif(not BwrapSandbox(BwrapConfig()).available(), reason="bubblewrap is not usable here"),
+    pytest.mark.skipif(
+        not BwrapSandbox(BwrapConfig()).available(), reason="bubblewrap is not usable here"
+    ),
 ]
 
 
@@ -38,7 +40,11 @@ async def test_echo_and_repl_settle_on_stdin_read_under_bwrap(tmp_path: Path) ->
         started = time.monotonic()
         echoed = await send(h, agent, sid, "echo inside")
         assert time.monotonic() - started < 1.5
-        assert (echoed.wait_reason, echoed.exit_code, echoed.viewport) == (WaitReason.STDIN_READ, 0, "inside\n")
+        assert (echoed.wait_reason, echoed.exit_code, echoed.viewport) == (
+            WaitReason.STDIN_READ,
+            0,
+            "inside\n",
+        )
         await send(h, agent, sid, "python3 -q -i")
         started = time.monotonic()
         repl = await send(h, agent, sid, "1+1")
@@ -95,11 +101,14 @@ async def test_mode_fence_holds_while_a_session_is_open(tmp_path: Path) -> None:
 
 
 async def test_confined_mode_without_a_sandbox_provider_fails_before_spawn(tmp_path: Path) -> None:
-    from dsh_terminal_core.core_plugins import sandbox_policy, subprocess_local, terminals
     from dsh_terminal_bash import plugin as bash_plugin
+    from dsh_terminal_core.core_plugins import sandbox_policy, subprocess_local, terminals
 
     before = set(os.listdir("/proc"))
-    async with Harness(plugins=[subprocess_local, terminals, sandbox_policy, bash_plugin], config=confined(tmp_path)) as h:
+    async with Harness(
+        plugins=[subprocess_local, terminals, sandbox_policy, bash_plugin],
+        config=confined(tmp_path),
+    ) as h:
         agent = h.create_agent("a")
         with pytest.raises(TerminalError) as info:
             await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell"))

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
+from dsh_terminal_bash import BashConfig
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import TerminalError
 from dsh_terminal_core.terminals import SendRequest, SpawnRequest, WaitReason
-from dsh_terminal_bash import BashConfig
 
 from ..helpers import full_access, harness, open_shell, send
 
@@ -67,7 +67,9 @@ async def test_forged_marker_and_prompt_do_not_settle_early() -> None:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
         started = time.monotonic()
-        result = await send(h, agent, sid, r"printf '\033]133;D;0\007dsh> '; sleep 2; echo real-end")
+        result = await send(
+            h, agent, sid, r"printf '\033]133;D;0\007dsh> '; sleep 2; echo real-end"
+        )
         elapsed = time.monotonic() - started
         assert elapsed >= 1.9, f"settled after {elapsed:.3f}s on a forged prompt"
         assert result.wait_reason is WaitReason.STDIN_READ
@@ -90,7 +92,9 @@ async def test_python_repl_settles_on_exact_stdin_wait() -> None:
         await send(h, agent, sid, "exit()")
 
 
-async def test_python_repl_lines_settle_with_their_whole_answer_and_no_look_before_writing() -> None:
+async def test_python_repl_lines_settle_with_their_whole_answer_and_no_look_before_writing() -> (
+    None
+):
     """Each REPL line settles on the REPL's own read, with all of its output, and the
     snapshot before each write comes from the look that settled the line before (the
     REPL has not run since), so no group look is taken while a send starts."""
@@ -147,7 +151,10 @@ async def test_password_prompt_is_reported_as_hidden_input() -> None:
         sid = await open_shell(h, agent)
         started = time.monotonic()
         prompt = await send(
-            h, agent, sid, "python3 -c \"import getpass; print('secret is', len(getpass.getpass('Password: ')))\""
+            h,
+            agent,
+            sid,
+            "python3 -c \"import getpass; print('secret is', len(getpass.getpass('Password: ')))\"",
         )
         assert time.monotonic() - started < 1.0
         assert prompt.wait_reason is WaitReason.STDIN_READ
@@ -213,7 +220,10 @@ async def test_raw_mode_program_is_interrupted_by_sigint() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        raw = "python3 -c \"import sys, tty; tty.setraw(0); print('raw ready', flush=True); sys.stdin.read(1)\""
+        raw = (
+            'python3 -c "import sys, tty; tty.setraw(0); '
+            "print('raw ready', flush=True); sys.stdin.read(1)\""
+        )
         op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=raw))
         waiting = await op.done
         assert waiting.wait_reason is WaitReason.STDIN_READ
@@ -262,7 +272,9 @@ async def test_missing_shell_fails_cleanly() -> None:
 
 
 async def test_shell_that_exits_during_startup_fails_the_spawn() -> None:
-    config = full_access(**{"terminal-bash": {"shell_args": ["--noprofile", "--norc", "-c", "echo bye; exit 4"]}})
+    config = full_access(
+        **{"terminal-bash": {"shell_args": ["--noprofile", "--norc", "-c", "echo bye; exit 4"]}}
+    )
     async with harness(config) as h:
         agent = h.create_agent("a")
         with pytest.raises(TerminalError) as info:
@@ -276,7 +288,9 @@ async def test_cancellation_during_startup_reraises_the_callers_reason() -> None
         agent = h.create_agent("a")
         cancel = Cancellation()
         reason = RuntimeError("caller gave up")
-        task = asyncio.ensure_future(h.ctx.terminals.spawn(agent, SpawnRequest(type="shell"), cancel))
+        task = asyncio.ensure_future(
+            h.ctx.terminals.spawn(agent, SpawnRequest(type="shell"), cancel)
+        )
         await asyncio.sleep(0.002)
         cancel.cancel(reason)
         with pytest.raises(RuntimeError) as info:
@@ -325,7 +339,9 @@ async def test_motd_and_session_identity_in_the_environment() -> None:
     async with harness() as h:
         agent = h.create_agent("agent-env")
         sid = await open_shell(h, agent)
-        result = await send(h, agent, sid, 'echo "$DSH_SHELL $DSH_SESSION_ID $DSH_PTY_SESSION_ID $TERM $PAGER"')
+        result = await send(
+            h, agent, sid, 'echo "$DSH_SHELL $DSH_SESSION_ID $DSH_PTY_SESSION_ID $TERM $PAGER"'
+        )
         assert result.viewport == f"1 agent-env {sid} dumb cat\n"
 
 

@@ -70,6 +70,4 @@ def test_the_process_marker_is_declared_by_the_backend() -> None:
     assert not isinstance(FakeBackend("fake"), MarkedBackend)
     service.register_backend(bash)
     service.register_backend(FakeBackend("fake"))
-    assert service.process_markers("agent-7") == [
-        {"DSH_SHELL": "1", "DSH_SESSION_ID": "agent-7"}
-    ]
+    assert service.process_markers("agent-7") == [{"DSH_SHELL": "1", "DSH_SESSION_ID": "agent-7"}]

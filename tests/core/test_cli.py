@@ -20,19 +20,28 @@ def test_plugins_lists_every_distribution_with_provides_injects_and_tools() -> N
     assert result.returncode == 0, result.stderr
     out = result.stdout
     for name in (
-        "subprocess-local", "terminals", "sandbox-policy", "sandbox-bwrap", "jobs",
-        "terminal-bash", "tool-terminal", "pty-session",
+        "subprocess-local",
+        "terminals",
+        "sandbox-policy",
+        "sandbox-bwrap",
+        "jobs",
+        "terminal-bash",
+        "tool-terminal",
+        "pty-session",
     ):
         assert f"\n{name}  —  " in "\n" + out, name
     blocks = {block.split("  —  ")[0]: block for block in out.split("\n\n") if "  —  " in block}
     assert "provides: pty" in blocks["pty-session"]
     assert "injects:  terminals" in blocks["pty-session"]
     assert "(dsh-pty-session)" in blocks["pty-session"]
-    assert "injects:  subprocess, terminals, sandbox_policy, sandbox (optional)" in blocks["terminal-bash"]
+    assert (
+        "injects:  subprocess, terminals, sandbox_policy, sandbox (optional)"
+        in blocks["terminal-bash"]
+    )
     assert "idle_silence_ms=3000" in blocks["terminal-bash"]
     assert (
-        "tools:    terminal_open, terminal_send, terminal_read, terminal_signal, terminal_close, terminal_list"
-        in blocks["tool-terminal"]
+        "tools:    terminal_open, terminal_send, terminal_read, terminal_signal, "
+        "terminal_close, terminal_list" in blocks["tool-terminal"]
     )
     assert "tools:    job_output, job_kill" in blocks["jobs"]
     assert "tools:    pty_open, pty_send, pty_tail, pty_close" in blocks["pty-session"]

@@ -164,6 +164,6 @@ async def test_owner_dispose_cancels_running_jobs() -> None:
 
     job = jobs.start(owner, title="t", run=run)
     await owner.dispose()
-    assert job.task is not None and job.task.cancelled() or job.status == "killed"
+    assert (job.task is not None and job.task.cancelled()) or job.status == "killed"
     with pytest.raises(JobError):
         jobs.start(owner, title="late", run=run)

@@ -26,8 +26,18 @@ def greeter_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The test plugin distribution, really installed (pip) into a private directory."""
     target = tmp_path_factory.mktemp("greeter-site")
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(FIXTURE)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(FIXTURE),
+        ],
         check=True,
         capture_output=True,
     )

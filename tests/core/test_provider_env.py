@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from dsh_terminal_core.provider import (
     LocalTerminalProvider,
     TerminalSpawnSpec,

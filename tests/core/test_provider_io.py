@@ -26,11 +26,7 @@ def _fd_count() -> int:
 
 
 def _live_children() -> set[int]:
-    return {
-        child.pid
-        for child in own_descendants()
-        if child.status() != psutil.STATUS_ZOMBIE
-    }
+    return {child.pid for child in own_descendants() if child.status() != psutil.STATUS_ZOMBIE}
 
 
 async def test_exit_code_is_reported(spawn: Spawn) -> None:

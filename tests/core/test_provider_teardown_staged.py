@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 
 import pytest
+
 from dsh_terminal_core.errors import TerminalError
 from dsh_terminal_core.provider import (
     LocalTerminalProvider,

@@ -11,6 +11,7 @@ import functools
 from collections.abc import Awaitable, Callable
 
 import pytest
+
 from dsh_terminal_core.agents import Agent
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import DisposeError, OperationCancelled

@@ -57,10 +57,16 @@ def registry() -> tuple[ToolRegistry, list[dict[str, Any]]]:
         ({}, "missing required argument 'sessionId'"),
         ({"sessionId": "x", "bogus": 1}, "unknown argument 'bogus'"),
         ({"sessionId": 5}, "argument 'sessionId' must be of type string, got integer"),
-        ({"sessionId": "x", "count": True}, "argument 'count' must be of type integer, got boolean"),
+        (
+            {"sessionId": "x", "count": True},
+            "argument 'count' must be of type integer, got boolean",
+        ),
         ({"sessionId": "x", "count": 0}, "argument 'count' must be >= 1, got 0"),
         ({"sessionId": "x", "count": 11}, "argument 'count' must be <= 10, got 11"),
-        ({"sessionId": "x", "signal": "SIGKIL"}, "argument 'signal' must be one of 'SIGINT', 'SIGTERM'"),
+        (
+            {"sessionId": "x", "signal": "SIGKIL"},
+            "argument 'signal' must be one of 'SIGINT', 'SIGTERM'",
+        ),
         ([1, 2], "arguments must be a JSON object, got array"),
     ],
 )
@@ -75,7 +81,9 @@ async def test_invalid_arguments_are_rejected_before_execute(
     assert calls == []
 
 
-async def test_success_renders_and_finalizes(registry: tuple[ToolRegistry, list[dict[str, Any]]]) -> None:
+async def test_success_renders_and_finalizes(
+    registry: tuple[ToolRegistry, list[dict[str, Any]]],
+) -> None:
     reg, _ = registry
     name = "agent-" + "x" * 200
     result = await reg.call("probe", {"sessionId": "x"}, ToolExec(agent=Agent(name)))
@@ -84,7 +92,9 @@ async def test_success_renders_and_finalizes(registry: tuple[ToolRegistry, list[
     assert result.text == f"ok for {name}"[:120]  # bounded by the tool's finalize
 
 
-async def test_errors_carry_stable_codes(registry: tuple[ToolRegistry, list[dict[str, Any]]]) -> None:
+async def test_errors_carry_stable_codes(
+    registry: tuple[ToolRegistry, list[dict[str, Any]]],
+) -> None:
     reg, _ = registry
     foreign = await reg.call("probe", {"sessionId": "foreign"}, ToolExec(agent=Agent("a")))
     assert foreign.is_error and foreign.text.startswith("error [FOREIGN_SESSION]: session pty-9")

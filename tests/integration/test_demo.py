@@ -27,8 +27,10 @@ def test_demo_runs_the_tour_and_exits_zero() -> None:
         "a second tail resends nothing",
         "processes the demo started are gone; nothing left running",
     ):
-        assert f"✓ {check}" in out or check in out.splitlines()[-1] or (
-            check.startswith("continues") and check in out
+        assert (
+            f"✓ {check}" in out
+            or check in out.splitlines()[-1]
+            or (check.startswith("continues") and check in out)
         ), check
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import psutil
 import pytest
+
 from dsh_gdb_mi import (
     GdbMiError,
     GdbMiSession,
@@ -23,6 +24,7 @@ from dsh_gdb_mi import (
     parse_line,
 )
 from dsh_gdb_mi import plugin as gdb_plugin
+from dsh_terminal_bash import plugin as bash_plugin
 from dsh_terminal_core.core_plugins import (
     jobs,
     sandbox_bwrap,
@@ -32,8 +34,6 @@ from dsh_terminal_core.core_plugins import (
 )
 from dsh_terminal_core.errors import PluginLoadError
 from dsh_terminal_core.harness import Harness
-
-from dsh_terminal_bash import plugin as bash_plugin
 
 from ..helpers import full_access
 
@@ -130,8 +130,17 @@ def test_stream_records_decode_their_c_string(line: str, kind: RecordKind, text:
 def test_prompt_and_non_mi_lines() -> None:
     assert parse_line("(gdb) ").kind is RecordKind.PROMPT
     assert parse_line("(gdb)").kind is RecordKind.PROMPT
-    for line in ("counter is 42", "12-break-insert main", "=== banner ===", '^done,a="open',
-                 "^done,a=1", "~unquoted", "", "^done,x={a=\"1\"", '~"a" trailing'):
+    for line in (
+        "counter is 42",
+        "12-break-insert main",
+        "=== banner ===",
+        '^done,a="open',
+        "^done,a=1",
+        "~unquoted",
+        "",
+        '^done,x={a="1"',
+        '~"a" trailing',
+    ):
         record = parse_line(line)
         assert record.kind is RecordKind.OTHER, line
         assert record.text == line and record.raw == line
@@ -149,7 +158,10 @@ def test_parse_cstring_escapes() -> None:
 
 def test_wire_form_omits_empty_fields() -> None:
     assert parse_line('5^done,value="42"').to_wire() == {
-        "kind": "result", "token": 5, "class": "done", "results": {"value": "42"},
+        "kind": "result",
+        "token": 5,
+        "class": "done",
+        "results": {"value": "42"},
     }
     assert parse_line('~"hi\\n"').to_wire() == {"kind": "console", "text": "hi\n"}
 
@@ -247,8 +259,9 @@ async def test_debug_a_program_through_ctx_pty(tmp_path: Path) -> None:
     async with Harness(config=full_access(str(tmp_path))) as h:
         agent = h.create_agent("debugger")
         gdb = await GdbMiSession.open(h.ctx.pty, agent, args=["./prog"], cwd=str(tmp_path))
-        assert any(r.kind is RecordKind.CONSOLE and "Reading symbols" in (r.text or "")
-                   for r in gdb.banner)
+        assert any(
+            r.kind is RecordKind.CONSOLE and "Reading symbols" in (r.text or "") for r in gdb.banner
+        )
         assert descendants_named("gdb")
 
         bkpt = result_of(await gdb.command("-break-insert main"))
@@ -314,6 +327,7 @@ async def test_the_gdb_mi_tool_keeps_one_gdb_per_agent(tmp_path: Path) -> None:
         assert ("result", "running") in kinds and kinds[-1] == ("exec", "stopped")
         assert run.value["records"][-1]["results"]["frame"]["line"] == "5"
         assert "*stopped" in run.text
+
         def stops(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             return [r for r in records if r["kind"] == "exec" and r.get("class") == "stopped"]
 

@@ -23,8 +23,15 @@ async def test_backend_and_tool_reload_keep_sessions_alive() -> None:
 
         assert h.ctx.terminals.list_backends() == ["shell"]
         assert sorted(t for t in h.ctx.tools.names() if t.startswith("terminal_")) == sorted(
-            ["terminal_open", "terminal_send", "terminal_read", "terminal_signal",
-             "terminal_close", "terminal_list", "terminal_resize"]
+            [
+                "terminal_open",
+                "terminal_send",
+                "terminal_read",
+                "terminal_signal",
+                "terminal_close",
+                "terminal_list",
+                "terminal_resize",
+            ]
         )
         assert h.system_prompt().count("## Persistent terminals") == 1
         # The old session, created before both reloads, is untouched and still answers.

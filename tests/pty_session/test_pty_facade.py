@@ -104,9 +104,7 @@ async def test_open_rolls_back_when_the_caller_cancels_during_the_command() -> N
     async with Harness(config=full_access()) as h, fake_registry(h) as registry:
         agent = h.create_agent("a")
         cancel = Cancellation()
-        opening = asyncio.ensure_future(
-            h.ctx.pty.open(agent, {"command": "sleep 30"}, cancel)
-        )
+        opening = asyncio.ensure_future(h.ctx.pty.open(agent, {"command": "sleep 30"}, cancel))
         while not registry.sessions:
             await asyncio.sleep(0.01)
         pid = next(iter(registry.live_pids()))

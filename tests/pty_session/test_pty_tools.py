@@ -16,9 +16,9 @@ from typing import Any
 
 import psutil
 import pytest
-from dsh_terminal_core.harness import Harness
 
 from dsh_terminal_bash import BashConfig
+from dsh_terminal_core.harness import Harness
 
 from ..helpers import full_access
 from .fake_registry import FakeRegistry, fake_registry
@@ -180,7 +180,9 @@ async def test_env_values_survive_exactly(kind: str) -> None:
         assert lines[-len(expected) :] == expected
         # The variables are exported, not just set: a child process sees them.
         sent = await ok(
-            h, agent, "pty_send",
+            h,
+            agent,
+            "pty_send",
             {"id": opened["sessionId"], "data": "env | grep -c '^SINGLE=it'\\''s'"},
         )
         assert sent["delta"].strip().endswith("1")

@@ -5,17 +5,17 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from dsh_terminal_core.errors import InvalidArgument
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_pty_session import export_line, quote
+from dsh_terminal_core.errors import InvalidArgument
 
 
 def test_printable_values_use_posix_single_quotes() -> None:
     assert quote("plain") == "'plain'"
     assert quote("it's") == "'it'\\''s'"
-    assert quote("$HOME `x` \\ \"q\"") == "'$HOME `x` \\ \"q\"'"
+    assert quote('$HOME `x` \\ "q"') == "'$HOME `x` \\ \"q\"'"
     assert quote("two\nlines") == "'two\nlines'"
     assert quote("") == "''"
 

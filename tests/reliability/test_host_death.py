@@ -34,7 +34,8 @@ HOST = textwrap.dedent(
             await h.call_tool(agent, "terminal_send", {"sessionId": sid,
                 "text": f"nohup sleep {tag}1 >/dev/null 2>&1 & sleep {tag}2 &"})
             await h.call_tool(agent, "terminal_send", {"sessionId": sid, "run_in_background": True,
-                "text": f"python3 -c 'import signal,time; signal.signal(signal.SIGHUP, signal.SIG_IGN); time.sleep({tag}3)'"})
+                "text": "python3 -c 'import signal,time; "
+                    f"signal.signal(signal.SIGHUP, signal.SIG_IGN); time.sleep({tag}3)'"})
             print("ready", flush=True)
             await asyncio.sleep(120)
 
@@ -47,7 +48,9 @@ MODES = [
     pytest.param(
         "workspace-write",
         id="bwrap",
-        marks=pytest.mark.skipif(not BwrapSandbox(BwrapConfig()).available(), reason="bubblewrap is not usable"),
+        marks=pytest.mark.skipif(
+            not BwrapSandbox(BwrapConfig()).available(), reason="bubblewrap is not usable"
+        ),
     ),
 ]
 
@@ -56,7 +59,11 @@ def _tagged(tag: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline", "status"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
-        if tag in cmdline and proc.info["status"] != psutil.STATUS_ZOMBIE and "dsh_terminal_core" not in cmdline:
+        if (
+            tag in cmdline
+            and proc.info["status"] != psutil.STATUS_ZOMBIE
+            and "dsh_terminal_core" not in cmdline
+        ):
             found.append(proc)
     return found
 

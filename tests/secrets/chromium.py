@@ -40,11 +40,19 @@ class Chromium:
 
         self.process = subprocess.Popen(
             [
-                CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
-                "--remote-debugging-pipe", "--no-first-run", "--no-default-browser-check",
-                f"--user-data-dir={self._profile.name}", "about:blank",
+                CHROMIUM,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-pipe",
+                "--no-first-run",
+                "--no-default-browser-check",
+                f"--user-data-dir={self._profile.name}",
+                "about:blank",
             ],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             pass_fds=(3, 4),
             preexec_fn=map_fds,
             start_new_session=True,
@@ -55,8 +63,9 @@ class Chromium:
         self._next_id = 0
         self.events: list[dict[str, Any]] = []
 
-    def _send(self, method: str, params: dict[str, Any] | None = None,
-              session: str | None = None) -> int:
+    def _send(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> int:
         self._next_id += 1
         message: dict[str, Any] = {"id": self._next_id, "method": method, "params": params or {}}
         if session is not None:
@@ -73,8 +82,9 @@ class Chromium:
         raw, self._buffer = self._buffer.split(b"\0", 1)
         return json.loads(raw)  # type: ignore[no-any-return]
 
-    def call(self, method: str, params: dict[str, Any] | None = None,
-             session: str | None = None) -> dict[str, Any]:
+    def call(
+        self, method: str, params: dict[str, Any] | None = None, session: str | None = None
+    ) -> dict[str, Any]:
         wanted = self._send(method, params, session)
         while True:
             message = self._receive()
@@ -107,12 +117,14 @@ class Chromium:
         self.wait_event("Page.loadEventFired", session)
         before = self.text(session)
         self.call(
-            "Runtime.evaluate", {"expression": "document.getElementById('secret').focus()"},
+            "Runtime.evaluate",
+            {"expression": "document.getElementById('secret').focus()"},
             session=session,
         )
         self.call("Input.insertText", {"text": secret}, session=session)
         self.call(
-            "Runtime.evaluate", {"expression": "document.getElementById('send').click()"},
+            "Runtime.evaluate",
+            {"expression": "document.getElementById('send').click()"},
             session=session,
         )
         self.wait_event("Page.loadEventFired", session)
@@ -143,4 +155,3 @@ class Chromium:
             os.close(self._to_browser)
             os.close(self._from_browser)
             self._profile.cleanup()
-

@@ -136,9 +136,9 @@ async def test_accept_after_submitting_then_decline_and_cancel(tmp_path: Path) -
         if action == "accept":
             page = await fetch(params.url)
             assert page.status_code == 200
-            for shown in ("Vault password:", "unlock the vault", "pty-", 'name=secret'):
+            for shown in ("Vault password:", "unlock the vault", "pty-", "name=secret"):
                 assert shown in page.text
-            assert 'type=password' in page.text
+            assert "type=password" in page.text
             sent = await submit(params.url, SECRET)
             assert sent.status_code == 200 and "goes to terminal session" in sent.text
             again = await submit(params.url, "second try")
@@ -237,7 +237,7 @@ async def test_headless_chromium_fills_in_the_page(tmp_path: Path) -> None:
                 "terminal_send", {"sessionId": sid, "text": 'printf %s "$pw" | sha256sum'}
             )
             assert digest(SECRET) in text_of(check)
-    (before, after), = shown
+    ((before, after),) = shown
     assert f"Secret for terminal session {sid}" in before
     assert "Vault password:" in before and "unlock the vault" in before
     assert f"goes to terminal session {sid}" in after

@@ -90,9 +90,7 @@ async def test_ssh_keygen_changes_a_passphrase(
     tmp_path: Path, env_secrets: dict[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
     key = tmp_path / "id_test"
-    subprocess.run(
-        ["ssh-keygen", "-q", "-t", "ed25519", "-N", OLD, "-f", str(key)], check=True
-    )
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", OLD, "-f", str(key)], check=True)
     path = private_file(tmp_path, {"new": NEW})
     async with secret_harness({"env": env_secrets, "file": path}) as h:
         t = Transcript(h, h.create_agent("a"), caplog)
@@ -236,7 +234,7 @@ async def test_fifty_prompts_in_a_row_each_get_the_secret_once(
         t = Transcript(h, h.create_agent("a"), caplog)
         sid = await open_shell(t)
         loop = (
-            f"for i in $(seq {rounds}); do read -r -s -p \"p$i: \" pw; echo; "
+            f'for i in $(seq {rounds}); do read -r -s -p "p$i: " pw; echo; '
             "printf '%s' \"$pw\" | sha256sum; done; echo finished"
         )
         await until_hidden(t, sid, loop)

@@ -15,7 +15,15 @@ from dsh_terminal_core.terminals import MIN_REQUEST_BYTES, ReadRequest
 from ..helpers import full_access
 
 SNAPSHOT = Path(__file__).with_name("tool_schemas.snapshot.json")
-TERMINAL_TOOLS = ["terminal_open", "terminal_send", "terminal_read", "terminal_signal", "terminal_close", "terminal_list", "terminal_resize"]
+TERMINAL_TOOLS = [
+    "terminal_open",
+    "terminal_send",
+    "terminal_read",
+    "terminal_signal",
+    "terminal_close",
+    "terminal_list",
+    "terminal_resize",
+]
 
 
 async def test_schemas_match_the_committed_snapshot() -> None:
@@ -40,7 +48,9 @@ async def test_open_send_read_list_close_values_and_text(tmp_path: Path) -> None
         assert isinstance(opened.value["pid"], int)
         assert opened.text.startswith(f"started terminal session {sid} (main) [type: shell]")
 
-        sent = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "echo hi; false"})
+        sent = await h.call_tool(
+            agent, "terminal_send", {"sessionId": sid, "text": "echo hi; false"}
+        )
         assert sent.value == {
             "kind": "foreground",
             "viewport": "hi\n",
@@ -53,13 +63,17 @@ async def test_open_send_read_list_close_values_and_text(tmp_path: Path) -> None
         assert sent.text == "hi\n[stdin_read: waiting for input; exit code 1]"
 
         await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "seq 1 50"})
-        read = await h.call_tool(agent, "terminal_read", {"sessionId": sid, "offset": 1, "count": 3})
+        read = await h.call_tool(
+            agent, "terminal_read", {"sessionId": sid, "offset": 1, "count": 3}
+        )
         assert set(read.value) == {"text", "totalLines", "lineBegin", "lineEnd", "truncated"}
         assert (read.value["lineBegin"], read.value["lineEnd"]) == (1, 3)  # 1-based, inclusive
         assert read.text.startswith(f"[{sid} lines 1-3 of {read.value['totalLines']}]")
         assert read.text.endswith("[more: terminal_read offset=4]")
         assert len(read.value["text"].split("\n")) == 3
-        nxt = await h.call_tool(agent, "terminal_read", {"sessionId": sid, "offset": 4, "count": 50})
+        nxt = await h.call_tool(
+            agent, "terminal_read", {"sessionId": sid, "offset": 4, "count": 50}
+        )
         [fourth, *_] = nxt.value["text"].split("\n")
         assert fourth == h.ctx.terminals.read(agent, sid, ReadRequest(offset=3, count=1)).text
         last = nxt.value["lineEnd"]
@@ -68,7 +82,11 @@ async def test_open_send_read_list_close_values_and_text(tmp_path: Path) -> None
 
         listed = await h.call_tool(agent, "terminal_list", {})
         [snap] = listed.value["sessions"]
-        assert snap["sessionId"] == sid and snap["name"] == "main" and snap["cwd"] == str(tmp_path.resolve())
+        assert (
+            snap["sessionId"] == sid
+            and snap["name"] == "main"
+            and snap["cwd"] == str(tmp_path.resolve())
+        )
         assert sid in listed.text and "running" in listed.text
 
         closed = await h.call_tool(agent, "terminal_close", {"sessionId": sid})
@@ -81,14 +99,18 @@ async def test_signal_interrupts_a_foreground_sleep() -> None:
     async with Harness(config=full_access()) as h:
         agent = h.create_agent("a")
         sid = (await h.call_tool(agent, "terminal_open", {"type": "shell"})).value["sessionId"]
-        send = asyncio.ensure_future(h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "sleep 30"}))
+        send = asyncio.ensure_future(
+            h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "sleep 30"})
+        )
         await asyncio.sleep(0.3)
         sig = await h.call_tool(agent, "terminal_signal", {"sessionId": sid, "signal": "SIGINT"})
         assert sig.value["delivered"] is True and isinstance(sig.value["targetPgid"], int)
         assert sig.text == f"delivered SIGINT to process group {sig.value['targetPgid']}"
         result = await send
         assert (result.value["waitReason"], result.value["exitCode"]) == ("stdin_read", 130)
-        refused = await h.call_tool(agent, "terminal_signal", {"sessionId": sid, "signal": "SIGKILL"})
+        refused = await h.call_tool(
+            agent, "terminal_signal", {"sessionId": sid, "signal": "SIGKILL"}
+        )
         assert refused.is_error and "close the session instead" in refused.text
 
 
@@ -97,8 +119,13 @@ async def test_background_send_job_output_and_completion_notice() -> None:
         agent = h.create_agent("a")
         sid = (await h.call_tool(agent, "terminal_open", {"type": "shell"})).value["sessionId"]
         started = await h.call_tool(
-            agent, "terminal_send",
-            {"sessionId": sid, "text": "for i in 1 2 3; do echo tick-$i; sleep 0.2; done", "run_in_background": True},
+            agent,
+            "terminal_send",
+            {
+                "sessionId": sid,
+                "text": "for i in 1 2 3; do echo tick-$i; sleep 0.2; done",
+                "run_in_background": True,
+            },
         )
         assert started.value["kind"] == "background"
         job = started.value["jobId"]
@@ -106,7 +133,9 @@ async def test_background_send_job_output_and_completion_notice() -> None:
         busy = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "echo no"})
         assert busy.is_error and "SEND_ACTIVE" in busy.text
         first = await h.call_tool(agent, "job_output", {"jobId": job})
-        out = await h.call_tool(agent, "job_output", {"jobId": job, "wait": True, "timeoutMs": 10000})
+        out = await h.call_tool(
+            agent, "job_output", {"jobId": job, "wait": True, "timeoutMs": 10000}
+        )
         assert out.value["status"] == "completed"
         collected = first.value["output"] + out.value["output"]
         assert all(f"tick-{i}" in collected for i in (1, 2, 3))
@@ -123,12 +152,18 @@ async def test_job_kill_interrupts_the_background_send() -> None:
     async with Harness(config=full_access()) as h:
         agent = h.create_agent("a")
         sid = (await h.call_tool(agent, "terminal_open", {"type": "shell"})).value["sessionId"]
-        started = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "sleep 30", "run_in_background": True})
+        started = await h.call_tool(
+            agent,
+            "terminal_send",
+            {"sessionId": sid, "text": "sleep 30", "run_in_background": True},
+        )
         job = started.value["jobId"]
         await asyncio.sleep(0.3)
         killed = await h.call_tool(agent, "job_kill", {"jobId": job})
         assert killed.value == {"jobId": job, "killed": True}
-        out = await h.call_tool(agent, "job_output", {"jobId": job, "wait": True, "timeoutMs": 10000})
+        out = await h.call_tool(
+            agent, "job_output", {"jobId": job, "wait": True, "timeoutMs": 10000}
+        )
         assert out.value["status"] == "killed"
         assert "exit code 130" in out.value["result"]
         after = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "echo after"})
@@ -142,21 +177,36 @@ async def test_background_disabled_removes_the_argument_and_rejects_it() -> None
         assert "run_in_background" not in send["parameters"]["properties"]
         agent = h.create_agent("a")
         sid = (await h.call_tool(agent, "terminal_open", {"type": "shell"})).value["sessionId"]
-        forced = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "echo x", "run_in_background": True})
+        forced = await h.call_tool(
+            agent, "terminal_send", {"sessionId": sid, "text": "echo x", "run_in_background": True}
+        )
         assert forced.is_error and forced.text.startswith("error [INVALID_ARGUMENT]")
         assert "run_in_background" in forced.text
 
 
 async def test_background_without_jobs_service_fails_before_writing() -> None:
-    from dsh_terminal_core.core_plugins import sandbox_bwrap, sandbox_policy, subprocess_local, terminals
     from dsh_terminal_bash import plugin as bash_plugin
+    from dsh_terminal_core.core_plugins import (
+        sandbox_bwrap,
+        sandbox_policy,
+        subprocess_local,
+        terminals,
+    )
     from dsh_tool_terminal import plugin as tool_plugin
 
     plugins = [subprocess_local, terminals, sandbox_policy, sandbox_bwrap, bash_plugin, tool_plugin]
     async with Harness(plugins=plugins, config=full_access()) as h:
         agent = h.create_agent("a")
         sid = (await h.call_tool(agent, "terminal_open", {"type": "shell"})).value["sessionId"]
-        failed = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "touch /tmp/should-not-exist-$$; echo WROTE", "run_in_background": True})
+        failed = await h.call_tool(
+            agent,
+            "terminal_send",
+            {
+                "sessionId": sid,
+                "text": "touch /tmp/should-not-exist-$$; echo WROTE",
+                "run_in_background": True,
+            },
+        )
         assert failed.is_error and failed.text.startswith("error [NO_JOBS_SERVICE]")
         page = await h.call_tool(agent, "terminal_read", {"sessionId": sid})
         assert "WROTE" not in page.value["text"]
@@ -169,7 +219,11 @@ async def test_every_result_is_capped_on_code_points(cap: int) -> None:
         opened = await h.call_tool(agent, "terminal_open", {"type": "shell"})
         sid = opened.value["sessionId"]
         assert sid in opened.text and len(opened.text.encode()) <= cap
-        sent = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "for i in $(seq 1 200); do printf 'é漢'; done; echo"})
+        sent = await h.call_tool(
+            agent,
+            "terminal_send",
+            {"sessionId": sid, "text": "for i in $(seq 1 200); do printf 'é漢'; done; echo"},
+        )
         data = sent.text.encode()
         assert len(data) <= cap
         data.decode("utf-8")  # raises if a code point was cut
@@ -196,7 +250,11 @@ async def test_every_result_is_capped_on_code_points(cap: int) -> None:
         ("terminal_signal", {"sessionId": "pty-1", "signal": "SIGUSR1"}, "must be one of"),
         ("terminal_read", {"sessionId": "pty-1", "offset": -1}, "'offset' must be >= 0"),
         ("terminal_read", {"sessionId": "pty-1", "count": 0}, "'count' must be >= 1"),
-        ("terminal_send", {"sessionId": "pty-1", "text": "x", "submit": "yes"}, "'submit' must be of type boolean"),
+        (
+            "terminal_send",
+            {"sessionId": "pty-1", "text": "x", "submit": "yes"},
+            "'submit' must be of type boolean",
+        ),
     ],
 )
 async def test_argument_rejections(tool: str, args: dict[str, object], fragment: str) -> None:
@@ -220,7 +278,10 @@ async def test_foreign_session_is_refused_on_every_tool() -> None:
         ]
         for tool, args in calls:
             result = await h.call_tool(intruder, tool, args)
-            assert result.is_error and result.text.startswith("error [FOREIGN_SESSION]"), (tool, result.text)
+            assert result.is_error and result.text.startswith("error [FOREIGN_SESSION]"), (
+                tool,
+                result.text,
+            )
             assert "private-data" not in result.text
         assert (await h.call_tool(intruder, "terminal_list", {})).value == {"sessions": []}
         still = await h.call_tool(owner, "terminal_send", {"sessionId": sid, "text": "echo mine"})

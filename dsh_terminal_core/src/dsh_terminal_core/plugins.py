@@ -197,9 +197,7 @@ def _describe(manager: pluggy.PluginManager, plugin: object, source: str) -> Plu
     return info
 
 
-def discover(
-    manager: pluggy.PluginManager, group: str = ENTRY_POINT_GROUP
-) -> list[LoadedPlugin]:
+def discover(manager: pluggy.PluginManager, group: str = ENTRY_POINT_GROUP) -> list[LoadedPlugin]:
     """Register every plugin of the entry-point ``group`` on ``manager``."""
     loaded: list[LoadedPlugin] = []
     for entry_point in sorted(importlib.metadata.entry_points(group=group), key=lambda e: e.name):

@@ -77,6 +77,7 @@ class SandboxHealth(Protocol):
         """What the operator can do so confined modes work."""
         ...
 
+
 _PROBE_TIMEOUT_S = 5.0
 
 
