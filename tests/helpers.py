@@ -16,6 +16,17 @@ from dsh_terminal_core.provider import LocalTerminalProcess
 from dsh_terminal_core.provider.forkclient import server_script
 from dsh_terminal_core.terminals import SendRequest, SendResult, SpawnRequest
 
+# The model-facing tools of the terminal tool plugin, in the order it registers them.
+TERMINAL_TOOLS = (
+    "terminal_open",
+    "terminal_send",
+    "terminal_read",
+    "terminal_signal",
+    "terminal_close",
+    "terminal_list",
+    "terminal_resize",
+)
+
 
 def full_access(workspace: str | None = None, **sections: Mapping[str, Any]) -> dict[str, Any]:
     """Harness config running shells unconfined (tests of the sandbox opt in to bwrap)."""

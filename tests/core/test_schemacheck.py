@@ -79,6 +79,11 @@ _LEAVES: dict[str, Any] = {
         ({"type": "array", "maxItems": 1}, ["a", "b"]),
         ({"type": ["string", "null"]}, 1),
         ({"type": "object", "additionalProperties": {"type": "string"}}, {"a": 1}),
+        # Length and property-count limits in the general form (several types, or none).
+        ({"type": ["string", "null"], "minLength": 2}, "é"),
+        ({"maxLength": 1}, "ab"),
+        ({"type": ["object", "null"], "minProperties": 1}, {}),
+        ({"maxProperties": 1}, {"a": 1, "b": 2}),
         # Scalar properties of an object.
         (_LEAVES, {"n": True}),
         (_LEAVES, {"n": 0}),
@@ -133,6 +138,9 @@ def test_keywords_outside_the_subset_leave_it_to_the_full_validator(
         ({"type": ["string", "null"], "maxLength": 1}, None),
         ({"enum": ["a", None]}, None),
         ({"minLength": 2}, 7),
+        ({"type": ["string", "null"], "minLength": 2}, "éé"),
+        ({"type": ["object", "null"], "minProperties": 1, "maxProperties": 1}, {"a": 1}),
+        ({"maxProperties": 1}, "abc"),  # object keywords pass a string
         (_LEAVES, {"n": 1, "s": "é", "b": False}),
         (_LEAVES, {"n": 10, "s": "abc", "b": True}),
         (_LEAVES, {}),

@@ -9,7 +9,7 @@ import pytest
 from dsh_terminal_core.errors import DshError
 from dsh_terminal_core.harness import Harness
 
-from ..helpers import full_access
+from ..helpers import TERMINAL_TOOLS, full_access
 
 
 async def test_backend_and_tool_reload_keep_sessions_alive() -> None:
@@ -23,15 +23,7 @@ async def test_backend_and_tool_reload_keep_sessions_alive() -> None:
 
         assert h.ctx.terminals.list_backends() == ["shell"]
         assert sorted(t for t in h.ctx.tools.names() if t.startswith("terminal_")) == sorted(
-            [
-                "terminal_open",
-                "terminal_send",
-                "terminal_read",
-                "terminal_signal",
-                "terminal_close",
-                "terminal_list",
-                "terminal_resize",
-            ]
+            TERMINAL_TOOLS
         )
         assert h.system_prompt().count("## Persistent terminals") == 1
         # The old session, created before both reloads, is untouched and still answers.

@@ -1,4 +1,4 @@
-"""The six terminal tools against real bash, through Harness.call_tool."""
+"""The terminal tools against real bash, through Harness.call_tool."""
 
 from __future__ import annotations
 
@@ -12,18 +12,9 @@ import pytest
 from dsh_terminal_core.harness import Harness
 from dsh_terminal_core.terminals import MIN_REQUEST_BYTES, ReadRequest
 
-from ..helpers import full_access
+from ..helpers import TERMINAL_TOOLS, full_access
 
 SNAPSHOT = Path(__file__).with_name("tool_schemas.snapshot.json")
-TERMINAL_TOOLS = [
-    "terminal_open",
-    "terminal_send",
-    "terminal_read",
-    "terminal_signal",
-    "terminal_close",
-    "terminal_list",
-    "terminal_resize",
-]
 
 
 async def test_schemas_match_the_committed_snapshot() -> None:

@@ -199,16 +199,13 @@ def _general(schema: Mapping[str, Any]) -> Check:
         checks.append(lambda v: not _is_number(v) or low <= v <= high)  # type: ignore[operator]
     lengths = _limits(schema, "minLength", "maxLength")
     if lengths is not None:
-        # Python's len counts code points, as JSON Schema does.
-        short, long = lengths
-        checks.append(lambda v: not isinstance(v, str) or short <= len(v) <= long)
+        checks.append(_guarded(_length_within(*lengths), str))
     parts = _object_parts(schema)
     if parts is not None:
         checks.append(_guarded(_object_body(*parts), dict))
     counts = _limits(schema, "minProperties", "maxProperties")
     if counts is not None:
-        few, many = counts
-        checks.append(lambda v: not isinstance(v, dict) or few <= len(v) <= many)
+        checks.append(_guarded(_length_within(*counts), dict))
     array = _array_body(schema)
     if array is not None:
         checks.append(_guarded(array, list))
@@ -227,6 +224,16 @@ def _type_check(kind: object) -> Check:
 def _guarded(body: Check, kind: type) -> Check:
     """``body`` for values of ``kind``; the keywords it checks pass any other value."""
     return lambda value: not isinstance(value, kind) or body(value)
+
+
+def _length_within(low: int, high: float) -> Check:
+    """A string's or a dict's length within ``low..high`` (Python's len counts a string's
+    code points, as JSON Schema does); the caller has checked the type."""
+
+    def check(value: Any) -> bool:
+        return low <= len(value) <= high
+
+    return check
 
 
 def _object_body(needed: tuple[str, ...], compiled: dict[str, Check], other: Check | None) -> Check:
