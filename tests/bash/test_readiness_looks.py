@@ -67,6 +67,7 @@ async def test_startup_takes_no_group_look_before_a_new_waiter_could_count(
         on_settle=settled.append,
         startup=True,
     )
+    readiness.start()
     try:
         await asyncio.wait_for(probe.ticked.wait(), 30)
     finally:

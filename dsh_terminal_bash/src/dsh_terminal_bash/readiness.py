@@ -38,6 +38,7 @@ the prompt path. The tiers, strongest evidence first:
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import Callable
 from typing import Protocol
 
@@ -170,15 +171,32 @@ class Readiness:
             and before.input_waiting
             and before.process_group_id != probe.shell_group()
         )
-        self._probe_timer: asyncio.TimerHandle | None = None
-        self._silence_timer: asyncio.TimerHandle | None = None
-        self._deadline_timer: asyncio.TimerHandle | None = self._loop.call_later(
-            (timeout_ms if timeout_ms is not None else config.timeout_ms) / 1000,
-            self._on_deadline,
+        # When each timed look is due (loop time), all served by one timer: a send that
+        # settles at its first output arms and cancels one timer, not three.
+        self._probe_due: float | None = None
+        self._silence_due: float | None = self._started_at + max(
+            config.idle_silence_ms / 1000, 0.001
         )
-        self._arm_silence(config.idle_silence_ms / 1000)
-        if startup:
+        self._deadline_due: float | None = self._started_at + (
+            (timeout_ms if timeout_ms is not None else config.timeout_ms) / 1000
+        )
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
+        self._started = False
+        self._dispatching = False
+
+    def start(self) -> None:
+        """Arm the timers; until then a wait is judged only on events.
+
+        Separate from construction so a send can write first and arm once: its write
+        usually finishes within ``start_send`` and moves the first timed look earlier.
+        """
+        if self._started:
+            return
+        self._started = True
+        if self._startup:
             self._arm_probe(0)
+        self._schedule()
 
     # -- events -----------------------------------------------------------------------
 
@@ -366,7 +384,6 @@ class Readiness:
             self._check_stdin_wait()
 
     def _on_probe(self) -> None:
-        self._probe_timer = None
         if self.settled:
             return
         quiet_for = self._loop.time() - self._activity_at
@@ -386,7 +403,6 @@ class Readiness:
         return self._config.poll_interval_ms / 1000
 
     def _on_silence(self) -> None:
-        self._silence_timer = None
         if self.settled:
             return
         needed = self._config.idle_silence_ms / 1000
@@ -402,7 +418,6 @@ class Readiness:
         self._settle(Settlement(reason=WaitReason.INFERRED_IDLE))
 
     def _on_deadline(self) -> None:
-        self._deadline_timer = None
         self._settle(Settlement(reason=WaitReason.TIMEOUT))
 
     # -- plumbing ---------------------------------------------------------------------
@@ -411,20 +426,81 @@ class Readiness:
         if self.settled:
             return
         when = self._loop.time() + delay_ms / 1000
-        if self._probe_timer is not None:
-            if self._probe_timer.when() <= when:
-                return
-            self._probe_timer.cancel()
-        self._probe_timer = self._loop.call_at(when, self._on_probe)
+        if self._probe_due is not None and self._probe_due <= when:
+            return
+        self._probe_due = when
+        self._schedule()
 
     def _arm_silence(self, delay: float) -> None:
-        self._silence_timer = self._loop.call_later(max(delay, 0.001), self._on_silence)
+        self._silence_due = self._loop.time() + max(delay, 0.001)
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Keep the one timer at the earliest look due; a later timer is moved earlier,
+        an earlier one is left to fire and re-arm."""
+        if self.settled or not self._started or self._dispatching:
+            return
+        when = min(
+            due
+            for due in (self._probe_due, self._silence_due, self._deadline_due, math.inf)
+            if due is not None
+        )
+        timer = self._timer
+        if timer is not None:
+            if self._timer_at <= when:
+                return
+            timer.cancel()
+        if when == math.inf:
+            self._timer = None
+            return
+        self._timer_at = when
+        self._timer = self._loop.call_at(when, self._on_timer)
+
+    def _on_timer(self) -> None:
+        """Run every look that is due, earliest first, then re-arm for the next."""
+        self._timer = None
+        # The loop runs a timer once its time is within the clock's resolution: whatever
+        # was due by the timer's own time is due now.
+        now = max(self._loop.time(), self._timer_at)
+        self._dispatching = True
+        try:
+            self._run_due(now)
+        finally:
+            self._dispatching = False
+        self._schedule()
+
+    def _run_due(self, now: float) -> None:
+        while not self.settled:
+            due = [
+                (when, action)
+                for when, action in (
+                    (self._probe_due, self._fire_probe),
+                    (self._silence_due, self._fire_silence),
+                    (self._deadline_due, self._fire_deadline),
+                )
+                if when is not None and when <= now
+            ]
+            if not due:
+                break
+            min(due, key=_due_time)[1]()
+
+    def _fire_probe(self) -> None:
+        self._probe_due = None
+        self._on_probe()
+
+    def _fire_silence(self) -> None:
+        self._silence_due = None
+        self._on_silence()
+
+    def _fire_deadline(self) -> None:
+        self._deadline_due = None
+        self._on_deadline()
 
     def _cancel_timers(self) -> None:
-        for timer in (self._probe_timer, self._silence_timer, self._deadline_timer):
-            if timer is not None:
-                timer.cancel()
-        self._probe_timer = self._silence_timer = self._deadline_timer = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._probe_due = self._silence_due = self._deadline_due = None
 
     def _settle(self, settlement: Settlement) -> None:
         if self.settled:
@@ -432,3 +508,9 @@ class Readiness:
         self.settled = True
         self._cancel_timers()
         self._on_settle(settlement)
+
+
+def _due_time(item: tuple[float | None, Callable[[], None]]) -> float:
+    when = item[0]
+    assert when is not None
+    return when

@@ -335,6 +335,7 @@ class BashSession:
             on_settle=lambda s: _resolve(settled, s),
             startup=True,
         )
+        self._readiness.start()
         remove = cancel.on_cancel(lambda _reason: _abort(settled))
         try:
             settlement = await settled
@@ -440,6 +441,7 @@ class BashSession:
             op.write_task = asyncio.get_running_loop().create_task(self._write(op, request))
         else:
             self._write_at_once(op, request)
+        readiness.start()
         return op
 
     def _write_at_once(self, op: BashSendOperation, request: SendRequest) -> None:
