@@ -440,11 +440,10 @@ class Readiness:
         an earlier one is left to fire and re-arm."""
         if self.settled or not self._started or self._dispatching:
             return
-        when = min(
-            due
-            for due in (self._probe_due, self._silence_due, self._deadline_due, math.inf)
-            if due is not None
-        )
+        when = math.inf
+        for due in (self._probe_due, self._silence_due, self._deadline_due):
+            if due is not None and due < when:
+                when = due
         timer = self._timer
         if timer is not None:
             if self._timer_at <= when:

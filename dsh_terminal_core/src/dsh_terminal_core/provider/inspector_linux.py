@@ -61,6 +61,7 @@ _MAX_SELECT_FDS = 1 << 20
 _ELF64_HEADER = b"\x7fELF\x02"
 _DEV_TTY = os.makedev(5, 0)  # /dev/tty: "my controlling terminal"
 _ELF_CACHE_MAX = 256
+_GENERAL = object()  # the specialised look cannot decide: take the general one
 
 
 @attrs.frozen
@@ -130,6 +131,10 @@ class LinuxStdinProbe:
         if tids is None:
             return None
         if tids == [str(pid)]:
+            if kept is not None and kept.pid == pid:
+                seen = self._kept_reader_wait(kept, terminal)
+                if seen is not _GENERAL:
+                    return seen  # type: ignore[return-value]
             stamps = self._reading_stamps(pid, tids, terminal, first_only=True, kept=kept)
             if not stamps:
                 return None
@@ -140,6 +145,58 @@ class LinuxStdinProbe:
         if wake_count(pid) != before:
             return None
         return ReaderWait(wakes=before, stamp=None)
+
+    def _kept_reader_wait(self, kept: KeptFiles, terminal: TerminalIdentity) -> object:
+        """The general look, specialised for the shell at its prompt: a single-threaded
+        64-bit process whose files are kept, blocked in ``read`` on the terminal or in a
+        ``select`` that reads only the terminal, with no other set and no timeout.
+
+        That is what the prompt proof sees on nearly every send, so it is answered with
+        the same reads and checks as the general look, without building one. Anything
+        else (another call, another descriptor, a timeout, a 32-bit stack) returns
+        ``_GENERAL``: the general look decides.
+        """
+        table = self._table
+        assert table is not None
+        before = kept.read("schedstat")
+        if before is None:
+            return _GENERAL  # no scheduler statistics here: the general look's stamp
+        line = kept.read("syscall")
+        parsed = _parse_syscall(line.decode("ascii", "replace")) if line is not None else None
+        if parsed is None:
+            return None
+        number, args, stack = parsed
+        call = table.waits.get(number)
+        if call is None:
+            return None
+        if stack <= 0xFFFFFFFF:
+            return _GENERAL
+        if call.kind is Wait.READ:
+            fds = [args[0]]
+        elif call.kind is Wait.SELECT and not (args[2] or args[3] or args[4]):
+            nfds = args[0]
+            if not 0 < nfds <= 64 or args[1] == 0:
+                return _GENERAL
+            bitmap = kept.memory(args[1], (nfds + 7) // 8)
+            if bitmap is None:
+                return None
+            fds = _set_bits(bitmap, nfds)
+            if not fds:
+                return None
+        else:
+            return _GENERAL
+        base = f"{self._proc}/{kept.pid}/fd/"
+        for fd in fds:
+            try:
+                st = os.stat(f"{base}{fd}")
+            except OSError:
+                return _GENERAL
+            if st.st_ino != terminal.inode or st.st_dev != terminal.device:
+                return _GENERAL
+        if kept.read("schedstat") != before:
+            return None
+        assert before is not None
+        return ReaderWait(wakes=wakes_in(before), stamp=before)
 
     def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:
         """The wait of the first member of ``pgid`` found reading ``terminal``, or None.
@@ -393,16 +450,7 @@ class _Look:
         bitmap = self._files.memory(address, (nfds + 7) // 8)
         if bitmap is None:
             return None
-        fds: list[int] = []
-        # Both supported architectures are little-endian: bit n is byte n//8, bit n%8.
-        for index, byte in enumerate(bitmap):
-            while byte:
-                low = byte & -byte
-                fd = index * 8 + low.bit_length() - 1
-                byte ^= low
-                if fd < nfds:
-                    fds.append(fd)
-        return fds
+        return _set_bits(bitmap, nfds)
 
     def _poll_set(self, address: int, nfds: int) -> _WaitSet | None:
         if address == 0 or nfds <= 0 or nfds > _MAX_POLLFDS:
@@ -437,6 +485,20 @@ class _Look:
             if entry.events & _EPOLL_READ:
                 reads.append(entry.fd)
         return _WaitSet(reads=reads, wakes=wakes)
+
+
+def _set_bits(bitmap: bytes, nfds: int) -> list[int]:
+    """The descriptors below ``nfds`` whose bits are set in a ``select`` set."""
+    fds: list[int] = []
+    # Both supported architectures are little-endian: bit n is byte n//8, bit n%8.
+    for index, byte in enumerate(bitmap):
+        while byte:
+            low = byte & -byte
+            fd = index * 8 + low.bit_length() - 1
+            byte ^= low
+            if fd < nfds:
+                fds.append(fd)
+    return fds
 
 
 def _pty_number(master_fd: int, request: int) -> int | None:
