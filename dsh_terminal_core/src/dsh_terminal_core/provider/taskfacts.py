@@ -21,7 +21,6 @@ Each returns None when the process is gone or unreadable, and everywhere but Lin
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 from .procfiles import KeptFiles
@@ -67,9 +66,10 @@ def wakes_in(stamp: bytes) -> int | None:
         if len(fields) < 3:
             return None
         field = fields[0]
-    with contextlib.suppress(ValueError):
+    try:
         return int(field)
-    return None
+    except ValueError:
+        return None
 
 
 def executable_id(pid: int) -> tuple[int, int] | None:
