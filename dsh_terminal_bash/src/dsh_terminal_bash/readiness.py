@@ -55,6 +55,9 @@ __all__ = ["Readiness", "ReadinessProbe", "Settlement"]
 # (poll_interval_ms) takes over.
 _BACKOFF_MS = (1, 2, 4, 8, 16, 32)
 
+# Looks taken right after a piece of a REPL's answer, per send (see ``Readiness``).
+_QUICK_LOOKS = 4
+
 # How long a wait must hold, output-free, when another member of the waiting group may
 # still be writing.
 _CONFIRM_MS = 2.0
@@ -164,13 +167,18 @@ class Readiness:
         self.cancelling = False
         self._probe_step = 0
         # A program other than the shell that waited for input before the write (a REPL)
-        # usually waits again right after it answers: one look as soon as its first
+        # usually waits again right after it answers: a look as soon as a piece of its
         # output has been taken, before the timers (whose granularity is a millisecond).
-        self._quick_look_due = (
+        # A REPL often writes its answer and its prompt apart, and only the look after
+        # the prompt can find it reading, so each piece gets one, up to a bound that
+        # keeps a long answer from paying a look per piece.
+        waited = (
             before is not None
             and before.input_waiting
             and before.process_group_id != probe.shell_group()
         )
+        self._quick_looks_left = _QUICK_LOOKS if waited else 0
+        self._quick_look_queued = False
         # When each timed look is due (loop time), all served by one timer: a send that
         # settles at its first output arms and cancels one timer, not three.
         self._probe_due: float | None = None
@@ -263,8 +271,9 @@ class Readiness:
             self._prompt_tail_at = None
         self._probe_step = 0
         self._arm_probe(_BACKOFF_MS[0])
-        if self._quick_look_due and has_text and self._write_done:
-            self._quick_look_due = False
+        if self._quick_looks_left and has_text and self._write_done and not self._quick_look_queued:
+            self._quick_looks_left -= 1
+            self._quick_look_queued = True
             self._loop.call_soon(self._quick_look)
 
     def on_exit(self) -> None:
@@ -380,6 +389,7 @@ class Readiness:
         return self._loop.time() - self._started_at < self._config.exact_probe_after_ms / 1000
 
     def _quick_look(self) -> None:
+        self._quick_look_queued = False
         if not self.settled:
             self._check_stdin_wait()
 
