@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 
 import pytest
 
@@ -42,6 +43,28 @@ def test_overrides_apply_after_scrubbing() -> None:
     env = child_environment({"DSH_SHELL": "2", "EXTRA": "x"}, base=base)
     assert env == {"PATH": "/bin", "KEEP": "k", "DSH_SHELL": "2", "EXTRA": "x"}
     assert base["API_TOKEN"] == "t"  # the source is never mutated
+
+
+def test_the_host_environment_is_read_as_it_is_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Scrubbing the host's environment is remembered between opens; every change made
+    # through os.environ must still show at the next one.
+    monkeypatch.setenv("DSH_TEST_ADDED", "x")  # a host marker: never inherited
+    monkeypatch.setenv("ENV_PROBE_ONE", "1")
+    first = child_environment()
+    assert first["ENV_PROBE_ONE"] == "1" and "DSH_TEST_ADDED" not in first
+    first["ENV_PROBE_ONE"] = "changed by the caller"  # a fresh dict each time
+    assert child_environment()["ENV_PROBE_ONE"] == "1"
+    monkeypatch.setenv("ENV_PROBE_ONE", "2")
+    monkeypatch.setenv("ENV_PROBE_TWO", "new")
+    monkeypatch.setenv("LATE_API_TOKEN", "secret")
+    second = child_environment()
+    assert (second["ENV_PROBE_ONE"], second["ENV_PROBE_TWO"]) == ("2", "new")
+    assert "LATE_API_TOKEN" not in second
+    monkeypatch.delenv("ENV_PROBE_TWO")
+    assert "ENV_PROBE_TWO" not in child_environment()
+    assert child_environment() == {
+        name: value for name, value in os.environ.items() if not is_scrubbed_name(name)
+    }
 
 
 async def test_secrets_are_absent_from_a_real_child(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -61,8 +61,37 @@ def child_environment(
     ``DSH_SHELL=1`` or a caller that deliberately passes a token gets exactly what it asked
     for. The result is a fresh dict the caller may mutate.
     """
-    source = os.environ if base is None else base
-    env = {name: value for name, value in source.items() if not is_scrubbed_name(name)}
+    env = _scrubbed_host() if base is None else _scrubbed(base)
     if overrides:
         env.update(overrides)
     return env
+
+
+def _scrubbed(source: Mapping[str, str]) -> dict[str, str]:
+    return {name: value for name, value in source.items() if not is_scrubbed_name(name)}
+
+
+# The host environment as last scrubbed: (the raw environment it came from, the result).
+_host_scrubbed: tuple[dict[bytes, bytes], dict[str, str]] | None = None
+
+
+def _scrubbed_host() -> dict[str, str]:
+    """``os.environ`` scrubbed; a fresh dict.
+
+    Every terminal open needs it, and reading ``os.environ`` item by item decodes each
+    name and value in Python (hundreds of calls for a usual environment), on the event
+    loop. The raw environment behind ``os.environ`` (bytes, updated by every change made
+    through it) is compared with the one last scrubbed, in C; only a change scrubs again.
+    Where that mapping is not there to compare, every call scrubs.
+    """
+    global _host_scrubbed
+    raw = getattr(os.environ, "_data", None)
+    if not isinstance(raw, dict):
+        return _scrubbed(os.environ)
+    known = _host_scrubbed
+    if known is not None and known[0] == raw:
+        return dict(known[1])
+    snapshot = dict(raw)
+    env = _scrubbed(os.environ)
+    _host_scrubbed = (snapshot, env)
+    return dict(env)
