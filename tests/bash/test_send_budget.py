@@ -35,6 +35,38 @@ async def test_timeout_ms_bounds_one_send_only() -> None:
         assert after.viewport.endswith("budget-over\n"), after.viewport
 
 
+async def test_a_send_that_fails_after_reserving_the_session_ends_at_its_deadline() -> None:
+    # Whatever fails between the reservation and the write, the send's deadline is armed:
+    # the session is busy only until then, never for good.
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        process = h.ctx.terminals.get_session(agent, sid)._process
+
+        def broken_drain() -> None:
+            raise RuntimeError("the terminal failed while the send was being typed")
+
+        process.drain_output, working = broken_drain, process.drain_output
+        with pytest.raises(RuntimeError):
+            h.ctx.terminals.start_send(agent, sid, SendRequest(text="echo x", timeout_ms=200))
+        process.drain_output = working
+        with pytest.raises(TerminalError) as busy:
+            h.ctx.terminals.start_send(agent, sid, SendRequest(text="echo y"))
+        assert busy.value.code == "SEND_ACTIVE"
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            try:
+                op = h.ctx.terminals.start_send(agent, sid, SendRequest(text="echo free-again"))
+                break
+            except TerminalError as exc:
+                assert exc.code == "SEND_ACTIVE"
+                assert asyncio.get_running_loop().time() < deadline, "the session stayed busy"
+                await asyncio.sleep(0.05)
+        result = await op.done
+        assert (result.wait_reason, result.exit_code) == (STDIN, 0)
+        assert result.viewport.endswith("free-again\n"), result.viewport
+
+
 @pytest.mark.parametrize("value", [0, -1, 600_001, True, 1.5, "100"])
 async def test_timeout_ms_out_of_range_is_invalid_and_sends_nothing(value: object) -> None:
     async with harness() as h:

@@ -434,14 +434,18 @@ class BashSession:
         self._readiness = readiness
         if request.cancel is not None:
             op.forget_cancel = request.cancel.on_cancel(lambda _reason: _cancel_unsettled(op))
-        if waiting:
-            showing = bool(self._markers) and self._sanitizer.prompt_tail == PROMPT
-            readiness.on_wait_start(showing, self._sanitizer.last_marker_exit_code)
-        elif self._must_wait_to_type() and request.secret is None and _types(request):
-            op.write_task = asyncio.get_running_loop().create_task(self._write(op, request))
-        else:
-            self._write_at_once(op, request)
-        readiness.start()
+        try:
+            if waiting:
+                showing = bool(self._markers) and self._sanitizer.prompt_tail == PROMPT
+                readiness.on_wait_start(showing, self._sanitizer.last_marker_exit_code)
+            elif self._must_wait_to_type() and request.secret is None and _types(request):
+                op.write_task = asyncio.get_running_loop().create_task(self._write(op, request))
+            else:
+                self._write_at_once(op, request)
+        finally:
+            # Armed whatever happened above: the deadline is what ends a send that
+            # failed after it reserved the session.
+            readiness.start()
         return op
 
     def _write_at_once(self, op: BashSendOperation, request: SendRequest) -> None:
