@@ -34,11 +34,13 @@ without a table and any non-64-bit process is a miss, never a guess.
 
 from __future__ import annotations
 
+import enum
 import fcntl
 import os
 import stat
 import struct
 from collections.abc import Iterable
+from typing import Final, Literal
 
 import attrs
 
@@ -61,7 +63,15 @@ _MAX_SELECT_FDS = 1 << 20
 _ELF64_HEADER = b"\x7fELF\x02"
 _DEV_TTY = os.makedev(5, 0)  # /dev/tty: "my controlling terminal"
 _ELF_CACHE_MAX = 256
-_GENERAL = object()  # the specialised look cannot decide: take the general one
+
+
+class _Handover(enum.Enum):
+    """The specialised look cannot decide: take the general one."""
+
+    GENERAL = enum.auto()
+
+
+_GENERAL: Final = _Handover.GENERAL
 
 
 @attrs.frozen
@@ -134,7 +144,7 @@ class LinuxStdinProbe:
             if kept is not None and kept.pid == pid:
                 seen = self._kept_reader_wait(kept, terminal)
                 if seen is not _GENERAL:
-                    return seen  # type: ignore[return-value]
+                    return seen
             stamps = self._reading_stamps(pid, tids, terminal, first_only=True, kept=kept)
             if not stamps:
                 return None
@@ -146,7 +156,9 @@ class LinuxStdinProbe:
             return None
         return ReaderWait(wakes=before, stamp=None)
 
-    def _kept_reader_wait(self, kept: KeptFiles, terminal: TerminalIdentity) -> object:
+    def _kept_reader_wait(
+        self, kept: KeptFiles, terminal: TerminalIdentity
+    ) -> ReaderWait | Literal[_Handover.GENERAL] | None:
         """The general look, specialised for the shell at its prompt: a single-threaded
         64-bit process whose files are kept, blocked in ``read`` on the terminal or in a
         ``select`` that reads only the terminal, with no other set and no timeout.
