@@ -122,6 +122,11 @@ async def until_true(check: Callable[[], bool], timeout: float = 5.0) -> bool:
     return True
 
 
+async def eventually(check: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Re-check a condition about a process until it holds; fail the test if it never does."""
+    assert await until_true(check, timeout), "never satisfied"
+
+
 async def let_callbacks_run(turns: int = 5) -> None:
     """A few loop turns, so callbacks a close or a settlement scheduled have run."""
     for _ in range(turns):

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ from dsh_terminal_core.provider.inspector import ReaderWait, TerminalIdentity
 from dsh_terminal_core.provider.inspector_linux import _GENERAL, LinuxStdinProbe
 from dsh_terminal_core.provider.procfiles import KeptFiles
 
-from ..helpers import Output, Spawn
+from ..helpers import Output, Spawn, eventually
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
 
@@ -30,13 +28,6 @@ WAITER = str(Path(__file__).parents[1] / "fixtures" / "waiter.py")
 BASH = ["/bin/bash", "--noprofile", "--norc", "-i"]
 PROMPT = b"ps1> "
 SPAWN_ENV = {"PS1": PROMPT.decode(), "TERM": "dumb"}
-
-
-async def _eventually(look: Callable[[], bool], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not look():
-        assert time.monotonic() < deadline, "never satisfied"
-        await asyncio.sleep(0.01)
 
 
 def _blocked(pid: int) -> bool:
@@ -70,7 +61,7 @@ async def _both_looks(pid: int, terminal: TerminalIdentity) -> tuple[object, Rea
     kept = KeptFiles(pid)
     try:
         for _ in range(50):
-            await _eventually(lambda: _blocked(pid))
+            await eventually(lambda: _blocked(pid))
             stamp = kept.read("schedstat")
             special = probe._kept_reader_wait(kept, terminal)
             general = probe.reader_wait(pid, terminal)  # no kept files: the general look
@@ -97,13 +88,13 @@ async def _assert_agree(pid: int, terminal: TerminalIdentity, *, decides: bool) 
 async def test_the_shell_at_its_prompt_is_decided_by_the_specialised_look(spawn: Spawn) -> None:
     process = await spawn(BASH)
     await Output(process).wait_count(PROMPT, 1)
-    await _eventually(lambda: process.is_reading_terminal(process.pid))
+    await eventually(lambda: process.is_reading_terminal(process.pid))
     assert await _assert_agree(process.pid, _terminal(process), decides=True)
 
 
 async def test_a_read_of_the_terminal_is_decided_by_the_specialised_look(spawn: Spawn) -> None:
     process = await spawn(["cat"])
-    await _eventually(lambda: process.is_reading_terminal(process.pid))
+    await eventually(lambda: process.is_reading_terminal(process.pid))
     assert await _assert_agree(process.pid, _terminal(process), decides=True)
 
 
@@ -113,7 +104,7 @@ async def test_a_shell_running_a_command_is_not_reading(spawn: Spawn) -> None:
     await output.wait_count(PROMPT, 1)
     await process.write("sleep 30\n")
     await output.wait_for(b"sleep 30\r\n")
-    await _eventually(lambda: not process.is_reading_terminal(process.pid))
+    await eventually(lambda: not process.is_reading_terminal(process.pid))
     assert not await _assert_agree(process.pid, _terminal(process), decides=True)
 
 
@@ -123,14 +114,12 @@ async def test_a_select_with_a_timeout_goes_to_the_general_look(spawn: Spawn) ->
     await output.wait_count(PROMPT, 1)
     await process.write("read -t 20 x\n")  # pselect6 on the terminal, with a timeout
     await output.wait_for(b"read -t 20 x\r\n")
-    await _eventually(lambda: process.is_reading_terminal(process.pid))
+    await eventually(lambda: process.is_reading_terminal(process.pid))
     assert await _assert_agree(process.pid, _terminal(process), decides=False)
 
 
 @pytest.mark.parametrize("millis", ["100", "3000"])
-async def test_a_waiter_with_a_timeout_goes_to_the_general_look(
-    spawn: Spawn, millis: str
-) -> None:
+async def test_a_waiter_with_a_timeout_goes_to_the_general_look(spawn: Spawn, millis: str) -> None:
     process = await spawn([sys.executable, WAITER, "timeout", millis, "select"])
     await Output(process).wait_for(b"ready timeout")
     proof = await _assert_agree(process.pid, _terminal(process), decides=False)
@@ -138,9 +127,7 @@ async def test_a_waiter_with_a_timeout_goes_to_the_general_look(
 
 
 @pytest.mark.parametrize("call", ["select", "poll", "epoll"])
-async def test_a_wait_on_the_terminal_and_a_socket_is_never_proof(
-    spawn: Spawn, call: str
-) -> None:
+async def test_a_wait_on_the_terminal_and_a_socket_is_never_proof(spawn: Spawn, call: str) -> None:
     process = await spawn([sys.executable, WAITER, "udp", "", call])
     await Output(process).wait_for(b"ready udp")
     special, general = await _both_looks(process.pid, _terminal(process))
@@ -152,10 +139,9 @@ async def test_a_read_of_dev_tty_goes_to_the_general_look(spawn: Spawn) -> None:
     # getpass, sudo and ssh read /dev/tty on a descriptor of its own: the general look
     # resolves it through the controlling terminal.
     script = (
-        "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); "
-        "open('/dev/tty').readline()"
+        "import sys; sys.stdout.write('ready\\n'); sys.stdout.flush(); open('/dev/tty').readline()"
     )
     process = await spawn([sys.executable, "-c", script])
     await Output(process).wait_for(b"ready")
-    await _eventually(lambda: process.is_reading_terminal(process.pid))
+    await eventually(lambda: process.is_reading_terminal(process.pid))
     assert await _assert_agree(process.pid, _terminal(process), decides=False)

@@ -12,8 +12,7 @@ import asyncio
 import os
 import shutil
 import sys
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from dsh_terminal_core.provider import (
 )
 from dsh_terminal_core.provider.syscalls import Wait, current_table
 
-from ..helpers import Output, Spawn
+from ..helpers import Output, Spawn, eventually
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="exact probe")
 
@@ -33,13 +32,6 @@ BASH = ["/bin/bash", "--noprofile", "--norc", "-i"]
 PROMPT = b"ps1> "
 SPAWN_ENV = {"PS1": PROMPT.decode(), "TERM": "dumb"}
 LOOKS = 20  # looks at a blocked negative case; each one must say "not proof"
-
-
-async def eventually(look: Callable[[], bool], timeout: float = 20) -> None:
-    deadline = time.monotonic() + timeout
-    while not look():
-        assert time.monotonic() < deadline, "never satisfied"
-        await asyncio.sleep(0.01)
 
 
 def _waiting(process: LocalTerminalProcess) -> bool:
