@@ -3,8 +3,11 @@
 Bytes written to the master reach the slave's input queue through the kernel's flip
 buffer, which a work queue empties. Counting the slave's queue right after a write can
 therefore say 0 while the bytes are still in flight. Polling the slave first settles
-that: the line discipline's poll flushes the pending work before it answers, so the
-count that follows includes every byte the master accepted.
+that: when the line discipline has no input to offer, its poll flushes the pending work
+before it answers, so a count of 0 means no byte the master accepted is left unread.
+When input already waits, the poll answers at once and bytes in flight may be missing
+from the count; it is then still at least what waited, never 0. Readiness asks only
+whether the count is 0, which is exact either way.
 
 Both operations need the slave open, which ``TIOCGPTPEER`` on the master does (Linux
 4.13+, ``O_NOCTTY`` so it never becomes anyone's controlling terminal). Readiness asks
@@ -56,7 +59,9 @@ class TerminalInput:
         """How many input bytes wait in the slave's queue, unread by any program.
 
         In canonical mode the count covers complete lines only (what ``FIONREAD`` reports
-        there). None when it cannot be known (no ``TIOCGPTPEER``, a hung-up terminal).
+        there). 0 is exact; a count above 0 may leave out bytes still in flight (see the
+        module's docstring). None when it cannot be known (no ``TIOCGPTPEER``, a hung-up
+        terminal).
         """
         return self._through_peer(_count_unread)
 
