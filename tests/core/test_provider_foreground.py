@@ -17,7 +17,7 @@ from dsh_terminal_core.provider import (
     Foreground,
 )
 
-from ..helpers import Output, Spawn
+from ..helpers import Output, Spawn, until_true
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="exact probe")
 
@@ -182,11 +182,40 @@ async def test_run_stamp_holds_while_a_reader_sleeps_and_moves_when_it_runs(
     assert stamp is not None
     for _ in range(50):  # a blocked reader does not run, however often it is looked at
         assert process.run_stamp(pid) == stamp
+        assert process.ran_since(pid, stamp) is False
         await asyncio.sleep(0.001)
     assert process.terminal_modes() is not None
     await process.write("ping\n")
     await output.wait_count(b"ping", 2)
     assert process.run_stamp(pid) != stamp
+    assert process.ran_since(pid, stamp) is True
+
+
+async def test_a_reader_that_started_a_thread_has_run_since_its_stamp(spawn: Spawn) -> None:
+    """``ran_since`` counts no threads: making one is running, which moves the stamp."""
+    script = (
+        "import sys, threading; sys.stdin.readline(); "
+        "threading.Thread(target=sys.stdin.readline).start(); sys.stdin.readline()"
+    )
+    process = await spawn([sys.executable, "-c", script])
+    waiting = await eventually(process.inspect_foreground, lambda f: f.input_waiting)
+    pid = waiting.process_group_id
+    stamp = process.run_stamp(pid)
+    assert stamp is not None
+    await process.write("go\n")
+    assert await until_true(lambda: process.run_stamp(pid) is None)  # two threads now
+    assert process.ran_since(pid, stamp) is True
+
+
+async def test_a_process_gone_counts_as_having_run(spawn: Spawn) -> None:
+    process = await spawn(["cat"])
+    waiting = await eventually(process.inspect_foreground, lambda f: f.input_waiting)
+    pid = waiting.process_group_id
+    stamp = process.run_stamp(pid)
+    assert stamp is not None
+    await process.write("\x04")  # end of input: cat exits
+    await process.done
+    assert process.ran_since(pid, stamp) is True
 
 
 async def test_run_stamp_is_unknown_for_a_threaded_process(spawn: Spawn) -> None:

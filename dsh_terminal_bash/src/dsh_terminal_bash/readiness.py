@@ -221,7 +221,7 @@ class Readiness:
             self._prompt_tail_at = self._loop.time()
         self._arm_probe(0)
 
-    def on_write_start(self) -> None:
+    def on_write_start(self, known: Foreground | None = None) -> None:
         """The input is about to be written: remember where the shells' wake counters are.
 
         Read before the write rather than after it: a shell can take the input, run a
@@ -229,11 +229,23 @@ class Readiness:
         woken on the other core while the writer is preempted), and a count read then
         would reject the genuine prompt. A wait that began between this look and the end
         of the write is not proof on its own either; the input-consumed check answers it.
+
+        ``known``: a look at the foreground taken since the previous write and before
+        this one. When it found a single-threaded leader reading, its count is that
+        leader's counter before the write, and is taken instead of reading it again.
         """
         if self._fenced and self._probe.exact and not self._write_started:
             self._write_started = True
+            seen = (
+                known.process_group_id
+                if known is not None and known.input_waiting and known.leader_stamp is not None
+                else None
+            )
             self._wakes_at_write = {
-                pid: self._probe.wake_count(pid) for pid in self._probe.wake_candidates()
+                pid: known.wake_count
+                if pid == seen and known is not None
+                else self._probe.wake_count(pid)
+                for pid in self._probe.wake_candidates()
             }
 
     def on_write_done(self) -> None:

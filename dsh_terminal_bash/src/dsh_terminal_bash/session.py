@@ -171,7 +171,7 @@ class BashSession:
             pgid = seen.process_group_id
             if self._process.foreground_pgid() == pgid:
                 fd_modes = self._process.terminal_modes()
-                if fd_modes is not None and self._process.run_stamp(pgid) == seen.leader_stamp:
+                if fd_modes is not None and not self._process.ran_since(pgid, seen.leader_stamp):
                     return seen.with_modes(*fd_modes)
         return self.foreground()
 
@@ -441,20 +441,23 @@ class BashSession:
             elif self._must_wait_to_type() and request.secret is None and _types(request):
                 op.write_task = asyncio.get_running_loop().create_task(self._write(op, request))
             else:
-                self._write_at_once(op, request)
+                self._write_at_once(op, request, before)
         finally:
             # Armed whatever happened above: the deadline is what ends a send that
             # failed after it reserved the session.
             readiness.start()
         return op
 
-    def _write_at_once(self, op: BashSendOperation, request: SendRequest) -> None:
+    def _write_at_once(
+        self, op: BashSendOperation, request: SendRequest, before: Foreground | None
+    ) -> None:
         """Write the input inside ``start_send`` when the terminal takes it whole.
 
         That spares the loop turn a writing task costs on every send; what the terminal
-        does not take at once is written by a task.
+        does not take at once is written by a task. ``before`` was looked at in this same
+        step, so it still describes the moment before the write.
         """
-        payload = self._begin_write(op, request)
+        payload = self._begin_write(op, request, before)
         if payload is None:
             return
         try:
@@ -483,8 +486,14 @@ class BashSession:
         if payload is not None:
             await self._write_rest(op, payload)
 
-    def _begin_write(self, op: BashSendOperation, request: SendRequest) -> bytes | None:
-        """Fence the write and return the bytes to type; None when a secret was refused."""
+    def _begin_write(
+        self, op: BashSendOperation, request: SendRequest, before: Foreground | None = None
+    ) -> bytes | None:
+        """Fence the write and return the bytes to type; None when a secret was refused.
+
+        ``before``: a look at the foreground taken before the write and after anything
+        else this send waited for (see :meth:`Readiness.on_write_start`).
+        """
         secret = request.secret
         payload = request.text + ("\r" if request.submit else "")
         # The write fence: output the terminal already holds (a prompt printed late after
@@ -502,7 +511,7 @@ class BashSession:
         op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
         readiness = self._readiness
         if readiness is not None and self._op is op:
-            readiness.on_write_start()
+            readiness.on_write_start(before)
         return payload.encode("utf-8") if not op.input_cancelled else b""
 
     async def _write_rest(self, op: BashSendOperation, payload: bytes) -> None:

@@ -12,7 +12,7 @@
 
 * ``run_stamp``: something that changes whenever a single-threaded process runs (its
   scheduler statistics), so a wait proven once is known to be the same wait later
-  without looking at the process's system call again.
+  without looking at the process's system call again (``ran_since`` compares).
 * ``sole_member``: whether a process group provably holds its leader alone, so no
   other member can still be writing output after the leader was seen waiting.
 
@@ -29,6 +29,7 @@ from .procfs import read_bytes, read_stat
 __all__ = [
     "executable_id",
     "quietly_asleep",
+    "ran_since",
     "run_stamp",
     "sole_member",
     "wake_count",
@@ -115,6 +116,16 @@ def run_stamp(pid: int, kept: KeptFiles | None = None) -> bytes | None:
     except OSError:
         return None
     return _schedstat(pid, kept)
+
+
+def ran_since(pid: int, stamp: bytes, kept: KeptFiles | None = None) -> bool:
+    """Whether ``pid``, single-threaded when its run stamp ``stamp`` was read, ran since.
+
+    Unlike :func:`run_stamp` this needs no thread count: a thread made since would have
+    been made by the one thread there was, which then ran and moved the stamp. True when
+    the stamp cannot be read (the process is gone): "did not run" must be proven.
+    """
+    return _schedstat(pid, kept) != stamp
 
 
 def _schedstat(pid: int, kept: KeptFiles | None) -> bytes | None:

@@ -32,7 +32,14 @@ from .peer import TerminalInput
 from .process_table import ProcessIdentity, ProcessTable, default_process_table
 from .procfiles import KeptFiles
 from .procfs import read_stat
-from .taskfacts import executable_id, quietly_asleep, run_stamp, sole_member, wake_count
+from .taskfacts import (
+    executable_id,
+    quietly_asleep,
+    ran_since,
+    run_stamp,
+    sole_member,
+    wake_count,
+)
 from .teardown import TreeReaper
 from .types import ExitStatus, Foreground, OutputHandler, TerminalSpawnSpec
 
@@ -317,6 +324,18 @@ class LocalTerminalProcess:
         if kept is not None and pid == kept.pid:
             return run_stamp(pid, kept)
         return run_stamp(pid)
+
+    def ran_since(self, pid: int, stamp: bytes) -> bool:
+        """Whether ``pid`` ran since :meth:`run_stamp` returned ``stamp`` for it.
+
+        True whenever that is not proven otherwise (no probe, the process gone).
+        """
+        if self._terminal is None:
+            return True
+        kept = self._kept
+        if kept is not None and pid == kept.pid:
+            return ran_since(pid, stamp, kept)
+        return ran_since(pid, stamp)
 
     def executable_id(self, pid: int) -> tuple[int, int] | None:
         """The (device, inode) of ``pid``'s executable, or None when unknown."""

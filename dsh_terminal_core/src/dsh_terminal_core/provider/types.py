@@ -69,7 +69,7 @@ class Foreground:
     canonical: bool = True
     wake_count: int = 0
     # The reading leader's run stamp (single-threaded leaders only): while
-    # ``run_stamp(process_group_id)`` still returns it, the leader is in this very wait.
+    # ``ran_since(process_group_id, leader_stamp)`` is False, the leader is in this very wait.
     leader_stamp: bytes | None = None
 
     @property
@@ -156,6 +156,10 @@ class TerminalProcess(Protocol):
 
     def run_stamp(self, pid: int) -> bytes | None:
         """Changes whenever single-threaded ``pid`` runs; None when unknown or threaded."""
+        ...
+
+    def ran_since(self, pid: int, stamp: bytes) -> bool:
+        """``pid`` ran since ``run_stamp`` gave ``stamp``; True unless proven otherwise."""
         ...
 
     def executable_id(self, pid: int) -> tuple[int, int] | None:
