@@ -15,6 +15,8 @@ import tty
 
 from dsh_terminal_core.provider.ptyio import PtyChannel
 
+from ..helpers import until_true
+
 ROUNDS = 2000
 
 
@@ -34,6 +36,33 @@ async def test_bytes_written_by_the_program_always_count_as_pending() -> None:
             assert channel.pending() > 0 or sum(map(len, received)) > before, n
             channel.drain()
             assert b"".join(received).endswith(payload)
+    finally:
+        channel.close()
+        os.close(slave)
+
+
+async def test_a_drain_right_after_the_program_wrote_delivers_every_byte() -> None:
+    """The write fence: a drain takes in bytes still in the kernel's hand-over."""
+    master, slave = os.openpty()
+    tty.setraw(slave)
+    os.set_blocking(master, False)
+    received: list[bytes] = []
+    channel = PtyChannel(asyncio.get_running_loop(), master)
+    channel.set_handler(received.append)
+    channel.start()
+    try:
+        for n in range(ROUNDS):
+            payload = f"<{n}>".encode()
+            os.write(slave, payload)
+            channel.drain()
+            assert b"".join(received).endswith(payload), n
+        # Nothing readable: a drain delivers nothing and the master is still read.
+        count = len(received)
+        channel.drain()
+        assert len(received) == count
+        os.write(slave, b"after")
+        await until_true(lambda: b"".join(received).endswith(b"after"))
+        assert b"".join(received).endswith(b"after")
     finally:
         channel.close()
         os.close(slave)

@@ -2,9 +2,11 @@
 
 Output: the loop calls us when the master is readable; we read big chunks until the
 kernel has nothing more (or a bound is reached) and hand what one wakeup read to the
-output handler as one chunk (or buffer it until one is set). Reading stops for good at
-EIO/EOF — Linux reports EIO once every slave descriptor is closed, and a master left
-registered would then be "readable" forever.
+output handler as one chunk (or buffer it until one is set). "Nothing more" is asked
+with a poll, not found by a read failing with EAGAIN: the poll takes in bytes still in
+the kernel's hand-over just as the read would, and costs less than raising. Reading
+stops for good at EIO/EOF — Linux reports EIO once every slave descriptor is closed, and
+a master left registered would then be "readable" forever.
 
 Input: a PTY accepts only a few KB while the program on it is not reading, so a write is
 done in pieces: ``os.write`` takes what fits, and on EAGAIN we wait for writability with a
@@ -90,18 +92,36 @@ class PtyChannel:
         if fd is None or self._eof:
             return buffered
         try:
-            if self._poller is None:
-                self._poller = select.poll()
-                self._poller.register(fd, select.POLLIN)
-            if not any(events & select.POLLIN for _fd, events in self._poller.poll(0)):
+            if not any(events & select.POLLIN for _fd, events in self._poll(fd)):
                 return buffered
             raw = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
         except OSError:
             return buffered
         return buffered + int(struct.unpack("i", raw)[0])
 
+    def _poll(self, fd: int) -> list[tuple[int, int]]:
+        """The master's events now, after the line discipline flushed what is in flight."""
+        poller = self._poller
+        if poller is None:
+            poller = self._poller = select.poll()
+            poller.register(fd, select.POLLIN)
+        return poller.poll(0)
+
+    def _nothing_to_read(self) -> bool:
+        """Nothing queued, in flight or ended on the master: a read would only fail with
+        EAGAIN. Asked by poll, which costs less than a read that raises."""
+        fd = self._fd
+        if fd is None or self._eof:
+            return True
+        try:
+            return not self._poll(fd)
+        except OSError:
+            return False  # let the read find out
+
     def drain(self, limit: int = DRAIN_LIMIT) -> None:
         """Read and deliver what is readable now, up to about ``limit`` bytes; never blocks."""
+        if self._nothing_to_read():
+            return
         taken = 0
         while taken < limit:
             delivered = self._read_batch()
@@ -208,6 +228,8 @@ class PtyChannel:
             return 0
         chunks = [first]
         for _ in range(_READS_PER_WAKEUP - 1):
+            if self._nothing_to_read():
+                break
             chunk = self._read_once()
             if not chunk:
                 break
