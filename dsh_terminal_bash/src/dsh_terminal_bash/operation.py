@@ -25,9 +25,9 @@ class BashSendOperation:
     ) -> None:
         self._viewport = ViewportBuffer(max_bytes)
         self._done: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
-        # Futures handed out by result(), settled in the same step as done.
+        # Futures handed out by result(), settled in the same step as done. The done
+        # callback that releases them is added with the first one: most sends have none.
         self._waiters: list[asyncio.Future[SendResult]] = []
-        self._done.add_done_callback(self._release_waiters)
         self._canceller = canceller
         self._cancel_task: asyncio.Task[None] | None = None
         self.collecting = True
@@ -75,9 +75,13 @@ class BashSendOperation:
         the send alone.
         """
         waiter: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
-        self._waiters.append(waiter)
         if self._done.done():
+            self._waiters.append(waiter)
             self._release_waiters(self._done)
+            return waiter
+        if not self._waiters:
+            self._done.add_done_callback(self._release_waiters)
+        self._waiters.append(waiter)
         return waiter
 
     def settle(self, result: SendResult) -> None:
@@ -92,7 +96,8 @@ class BashSendOperation:
         if not self._done.done():
             # The waiters are released right here; the done callback (kept for a caller
             # that cancels ``done`` itself) would only run a turn later to find none.
-            self._done.remove_done_callback(self._release_waiters)
+            if self._waiters:
+                self._done.remove_done_callback(self._release_waiters)
             finish(outcome)
             self._release_waiters(self._done)
         forget, self.forget_cancel = self.forget_cancel, None
