@@ -127,7 +127,11 @@ class ReadinessProbe(Protocol):
 
 
 class Readiness:
-    """The ladder for one wait; calls ``on_settle`` exactly once."""
+    """The ladder for one wait; calls ``on_settle`` exactly once.
+
+    ``before`` is the foreground as looked at before the write; the ladder compares it by
+    its wait alone (its group, whether it waited, its wake count), never by its modes.
+    """
 
     def __init__(
         self,

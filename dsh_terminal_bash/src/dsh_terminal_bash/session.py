@@ -150,7 +150,7 @@ class BashSession:
             self._wait_seen = Foreground(
                 process_group_id=pid,
                 input_waiting=True,
-                echo=True,  # the modes are read again when the proof is used
+                echo=True,  # not read: a look from before a write is compared by its wait
                 wake_count=wait.wakes,
                 leader_stamp=wait.stamp,
             )
@@ -164,15 +164,16 @@ class BashSession:
         group owns the foreground and its leader has not run since the run stamp read in
         that look — the snapshot follows from that look without another: the leader is
         still blocked in the read it was seen in, with the same wake count. Anything else
-        takes a full look.
+        takes a full look. The terminal's modes are not read again: the ladder compares a
+        look from before the write by its wait alone (group, waiting, wake count).
         """
         seen, self._wait_seen = self._wait_seen, None
         if seen is not None and seen.leader_stamp is not None:
             pgid = seen.process_group_id
-            if self._process.foreground_pgid() == pgid:
-                fd_modes = self._process.terminal_modes()
-                if fd_modes is not None and not self._process.ran_since(pgid, seen.leader_stamp):
-                    return seen.with_modes(*fd_modes)
+            if self._process.foreground_pgid() == pgid and not self._process.ran_since(
+                pgid, seen.leader_stamp
+            ):
+                return seen
         return self.foreground()
 
     def _prompt_shell(self, foreground: int) -> int | None:

@@ -81,21 +81,6 @@ class Foreground:
         """
         return self.input_waiting and not self.echo and self.canonical
 
-    def with_modes(self, echo: bool, canonical: bool) -> Foreground:
-        """The same facts with the terminal's modes read again.
-
-        Called on every send; built field by field because ``attrs.evolve`` inspects the
-        class on each call. Every field must be carried here (a test compares the two).
-        """
-        return Foreground(
-            process_group_id=self.process_group_id,
-            input_waiting=self.input_waiting,
-            echo=echo,
-            canonical=canonical,
-            wake_count=self.wake_count,
-            leader_stamp=self.leader_stamp,
-        )
-
 
 @runtime_checkable
 class TerminalProcess(Protocol):
