@@ -83,9 +83,11 @@ class PtyChannel:
 
         A PTY passes a program's writes to the master through a kernel work queue, so
         right after a write ``FIONREAD`` alone can still say 0. A poll of the master
-        decides first: the line discipline's poll flushes that queue before it answers,
-        so "not readable" means nothing is on its way, and otherwise ``FIONREAD`` then
-        counts every byte. One system call in the usual case, where nothing is pending.
+        decides first: with nothing queued, the line discipline's poll flushes that work
+        before it answers, so "not readable" means nothing is on its way; otherwise
+        ``FIONREAD`` counts what is queued, which is more than 0 (bytes still in flight
+        behind it may be missing from the count). One system call in the usual case,
+        where nothing is pending.
         """
         buffered = sum(len(chunk) for chunk in self._pending) if self._pending else 0
         fd = self._fd
