@@ -2,11 +2,11 @@
 
 Output: the loop calls us when the master is readable; we read big chunks until the
 kernel has nothing more (or a bound is reached) and hand what one wakeup read to the
-output handler as one chunk (or buffer it until one is set). "Nothing more" is asked
-with a poll, not found by a read failing with EAGAIN: the poll takes in bytes still in
-the kernel's hand-over just as the read would, and costs less than raising. Reading
-stops for good at EIO/EOF — Linux reports EIO once every slave descriptor is closed, and
-a master left registered would then be "readable" forever.
+output handler as one chunk (or buffer it until one is set). After a short read,
+"nothing more" is asked with a poll, not found by a read failing with EAGAIN: the poll
+takes in bytes still in the kernel's hand-over just as the read would, and costs less
+than raising. Reading stops for good at EIO/EOF — Linux reports EIO once every slave
+descriptor is closed, and a master left registered would then be "readable" forever.
 
 Input: a PTY accepts only a few KB while the program on it is not reading, so a write is
 done in pieces: ``os.write`` takes what fits, and on EAGAIN we wait for writability with a
@@ -32,6 +32,7 @@ __all__ = ["PtyChannel"]
 
 READ_CHUNK = 64 * 1024
 _READS_PER_WAKEUP = 16  # bounds one callback so other sessions get their turn
+_SHORT_READ = 1024  # a read below this asks poll before the next (see _read_batch)
 DRAIN_LIMIT = 8 * 1024 * 1024  # a descendant that never stops writing cannot stall exit
 
 
@@ -229,13 +230,16 @@ class PtyChannel:
         if not first:
             return 0
         chunks = [first]
+        last = first
         for _ in range(_READS_PER_WAKEUP - 1):
-            if self._nothing_to_read():
+            # A short read usually emptied the queue: a poll asks for more at less cost
+            # than a read that fails. A long one usually has more behind it.
+            if len(last) < _SHORT_READ and self._nothing_to_read():
                 break
-            chunk = self._read_once()
-            if not chunk:
+            last = self._read_once()
+            if not last:
                 break
-            chunks.append(chunk)
+            chunks.append(last)
         data = first if len(chunks) == 1 else b"".join(chunks)
         self._deliver(data)
         return len(data)
