@@ -274,8 +274,9 @@ class BashSession:
         return self._scrollback.open_line
 
     def _notify(self) -> None:
-        for callback in list(self._watchers):
-            callback()
+        if self._watchers:
+            for callback in list(self._watchers):
+                callback()
 
     def _on_output(self, data: bytes) -> None:
         self._modes.feed(data)

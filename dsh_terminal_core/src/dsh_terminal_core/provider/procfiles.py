@@ -46,9 +46,11 @@ class KeptFiles:
 
     def read(self, name: str) -> bytes | None:
         """The current content of the main thread's ``name`` (``schedstat``, ``syscall``)."""
-        fd = self._open(name, f"{self._task}/{name}")
+        fd = self._fds.get(name)
         if fd is None:
-            return None
+            fd = self._open(name, f"{self._task}/{name}")
+            if fd is None:
+                return None
         try:
             data = os.pread(fd, _READ_SIZE, 0)
         except OSError:
