@@ -3,7 +3,8 @@ group look (a scan of /proc) before a new waiter could count, so a shell's start
 which has no waiter from before to compare with, costs no look in its first
 ``exact_probe_after_ms``; a REPL that waited before the write is looked at right after
 each piece of its answer (its prompt often comes apart from it), a bounded number of
-times per send."""
+times per send; and the consumption fence's baseline comes from the look taken before
+the write when that look already holds it."""
 
 from __future__ import annotations
 
@@ -163,3 +164,87 @@ async def test_looks_right_after_output_are_bounded_per_send() -> None:
     settled, _ = await _repl_send(probe, pieces=20)
     assert settled == []
     assert probe.looks == QUICK_LOOKS
+
+
+class BaselineProbe:
+    """A shell (group 10) and one more candidate (group 20); the shell's reader is found
+    with the wake count the test sets, and every wake count read is recorded."""
+
+    def __init__(self) -> None:
+        self.read: list[int] = []
+        self.reader_wakes = 0
+
+    @property
+    def exact(self) -> bool:
+        return True
+
+    def wake_candidates(self) -> tuple[int, ...]:
+        return (10, 20)
+
+    def wake_count(self, pid: int) -> int | None:
+        self.read.append(pid)
+        return 100 + pid
+
+    def prompt_reader(self) -> tuple[int, int | None] | None:
+        return 10, self.reader_wakes
+
+    def unread_input(self) -> int | None:
+        return 0
+
+    def pending_output(self) -> int:
+        return 0
+
+    def shell_group(self) -> int | None:
+        return 10
+
+
+def _looked(*, waiting: bool, stamp: bytes | None) -> Foreground:
+    return Foreground(
+        process_group_id=10,
+        input_waiting=waiting,
+        echo=True,
+        canonical=True,
+        wake_count=7,
+        leader_stamp=stamp,
+    )
+
+
+@pytest.mark.parametrize(
+    ("looked", "baseline", "read"),
+    [
+        # A single-threaded leader seen reading: its count is the baseline, not read again.
+        (_looked(waiting=True, stamp=b"5 0 1\n"), 7, [20]),
+        # No run stamp (a threaded leader) or no wait: every candidate's count is read.
+        (_looked(waiting=True, stamp=None), 110, [10, 20]),
+        (_looked(waiting=False, stamp=b"5 0 1\n"), 110, [10, 20]),
+        (None, 110, [10, 20]),
+    ],
+)
+async def test_the_consumption_fence_takes_its_baseline_from_the_look_before_the_write(
+    looked: Foreground | None, baseline: int, read: list[int]
+) -> None:
+    probe = BaselineProbe()
+    settled: list[Settlement] = []
+    readiness = Readiness(
+        config=BashConfig(),
+        probe=probe,  # type: ignore[arg-type]
+        prompt="$ ",
+        on_settle=settled.append,
+        before=looked,
+    )
+    readiness.on_write_start(looked)
+    assert probe.read == read
+    readiness.on_write_done()
+    readiness.start()
+    try:
+        # The shell found reading with the baseline's own count: the wait it is in began
+        # before the write, so the prompt is not this send's.
+        probe.reader_wakes = baseline
+        readiness.on_output(True, True, 0, "$ ")
+        assert settled == []
+        # One wake later, the wait is new: the prompt settles the send.
+        probe.reader_wakes = baseline + 1
+        readiness.on_output(True, False, None, "$ ")
+        assert [s.reason for s in settled] == [WaitReason.STDIN_READ]
+    finally:
+        readiness.stop()
