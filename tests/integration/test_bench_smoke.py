@@ -91,3 +91,20 @@ def test_tool_layer_figure_runs_both_levels_and_leaves_nothing() -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "CPU per send service" in result.stdout and "tool layer" in result.stdout
     assert _processes_of("tool-layer") == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark uses a PTY")
+def test_read_path_figure_reads_every_byte_with_both_readers() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "read_path.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")][1:]
+    assert [row.split(" | ")[0] for row in rows] == ["| plain reader", "| PtyChannel"]
+    for row in rows:
+        assert float(row.split(" | ")[1]) > 0, row
