@@ -240,15 +240,13 @@ class Readiness:
         """
         if self._fenced and self._probe.exact and not self._write_started:
             self._write_started = True
-            seen = (
-                known.process_group_id
+            taken = (
+                {known.process_group_id: known.wake_count}
                 if known is not None and known.input_waiting and known.leader_stamp is not None
-                else None
+                else {}
             )
             self._wakes_at_write = {
-                pid: known.wake_count
-                if pid == seen and known is not None
-                else self._probe.wake_count(pid)
+                pid: taken[pid] if pid in taken else self._probe.wake_count(pid)
                 for pid in self._probe.wake_candidates()
             }
 

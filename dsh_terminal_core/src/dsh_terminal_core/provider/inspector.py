@@ -71,7 +71,8 @@ class StdinProbe(Protocol):
     ) -> ReaderWait | None:
         """Describe ``pid``'s wait if some thread of it is blocked reading ``terminal``.
 
-        ``kept`` holds ``pid``'s ``/proc`` files open across looks (Linux only).
+        ``kept``: ``/proc`` files held open across looks, used when they are ``pid``'s
+        (Linux only).
         """
         ...
 

@@ -132,8 +132,8 @@ class LinuxStdinProbe:
         A single-threaded process (a shell) costs one look: the run stamp that brackets
         its thread's syscall line is the wait's stamp, and its wake count is in it. For
         a threaded process the main thread's wake count is read on both sides of the
-        look, and a count that moved means the look saw no single wait (None). ``kept``
-        holds ``pid``'s files open across looks.
+        look, and a count that moved means the look saw no single wait (None). ``kept``:
+        files held open across looks, used when they are ``pid``'s.
         """
         if self._table is None:
             return None

@@ -44,7 +44,8 @@ _STATUS_LIMIT = 8192
 def wake_count(pid: int, kept: KeptFiles | None = None) -> int | None:
     """Return ``pid``'s wake count (see the module docstring), or None if unreadable.
 
-    ``kept``: ``pid``'s files held open, read instead of opening them.
+    ``kept``: files held open, read instead of opening them when they are ``pid``'s
+    (another process's are ignored, here and in :func:`run_stamp` and :func:`ran_since`).
     """
     stamp = _schedstat(pid, kept)
     if stamp:

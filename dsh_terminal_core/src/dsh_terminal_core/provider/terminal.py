@@ -301,10 +301,7 @@ class LocalTerminalProcess:
 
         None when unknown (the process is gone, not Linux).
         """
-        kept = self._kept
-        if kept is not None and pid == kept.pid:
-            return wake_count(pid, kept)
-        return wake_count(pid)
+        return wake_count(pid, self._kept)
 
     def quietly_asleep(self, pid: int) -> bool | None:
         """True if ``pid`` sleeps with no signal pending (about to stay in its wait).
@@ -320,10 +317,7 @@ class LocalTerminalProcess:
         """
         if self._terminal is None:
             return None
-        kept = self._kept
-        if kept is not None and pid == kept.pid:
-            return run_stamp(pid, kept)
-        return run_stamp(pid)
+        return run_stamp(pid, self._kept)
 
     def ran_since(self, pid: int, stamp: bytes) -> bool:
         """Whether ``pid`` ran since :meth:`run_stamp` returned ``stamp`` for it.
@@ -332,10 +326,7 @@ class LocalTerminalProcess:
         """
         if self._terminal is None:
             return True
-        kept = self._kept
-        if kept is not None and pid == kept.pid:
-            return ran_since(pid, stamp, kept)
-        return ran_since(pid, stamp)
+        return ran_since(pid, stamp, self._kept)
 
     def executable_id(self, pid: int) -> tuple[int, int] | None:
         """The (device, inode) of ``pid``'s executable, or None when unknown."""
@@ -462,8 +453,7 @@ class LocalTerminalProcess:
         terminal; None otherwise and wherever no exact probe exists."""
         if self._terminal is None or self._channel.fd is None:
             return None
-        kept = self._kept if self._kept is not None and pid == self._kept.pid else None
-        return self._probe.reader_wait(pid, self._terminal, kept)
+        return self._probe.reader_wait(pid, self._terminal, self._kept)
 
     def set_shell_process_group(self, pgid: int) -> None:
         """Record the shell's own process group (learned from its first prompt).
