@@ -21,6 +21,25 @@ from dsh_terminal_core.terminals import WaitReason
 TICKS = 6  # probe ticks watched: the backoff's 0, 1, 2, 4, 8, 16 ms
 
 
+def _ladder(
+    probe: object,
+    settled: list[Settlement],
+    *,
+    config: BashConfig | None = None,
+    startup: bool = False,
+    before: Foreground | None = None,
+) -> Readiness:
+    """A ladder watching a stand-in ``probe``, its settlements appended to ``settled``."""
+    return Readiness(
+        config=config if config is not None else BashConfig(),
+        probe=probe,  # type: ignore[arg-type]
+        prompt="$ ",
+        on_settle=settled.append,
+        startup=startup,
+        before=before,
+    )
+
+
 class CountingProbe:
     """A terminal whose foreground group is never reading; counts the group looks and
     the ladder's probe ticks (each tick asks ``exact`` first)."""
@@ -65,12 +84,8 @@ async def test_startup_takes_no_group_look_before_a_new_waiter_could_count(
 ) -> None:
     probe = CountingProbe()
     settled: list[Settlement] = []
-    readiness = Readiness(
-        config=BashConfig(exact_probe_after_ms=after_ms),
-        probe=probe,  # type: ignore[arg-type]
-        prompt="$ ",
-        on_settle=settled.append,
-        startup=True,
+    readiness = _ladder(
+        probe, settled, config=BashConfig(exact_probe_after_ms=after_ms), startup=True
     )
     readiness.start()
     try:
@@ -135,13 +150,7 @@ async def _repl_send(probe: ReplProbe, pieces: int) -> tuple[list[Settlement], R
     before = Foreground(
         process_group_id=REPL_GROUP, input_waiting=True, echo=True, canonical=False, wake_count=1
     )
-    readiness = Readiness(
-        config=BashConfig(),
-        probe=probe,  # type: ignore[arg-type]
-        prompt="$ ",
-        on_settle=settled.append,
-        before=before,
-    )
+    readiness = _ladder(probe, settled, before=before)
     readiness.on_write_start()
     readiness.on_write_done()
     readiness.start()
@@ -225,13 +234,7 @@ async def test_the_consumption_fence_takes_its_baseline_from_the_look_before_the
 ) -> None:
     probe = BaselineProbe()
     settled: list[Settlement] = []
-    readiness = Readiness(
-        config=BashConfig(),
-        probe=probe,  # type: ignore[arg-type]
-        prompt="$ ",
-        on_settle=settled.append,
-        before=looked,
-    )
+    readiness = _ladder(probe, settled, before=looked)
     readiness.on_write_start(looked)
     assert probe.read == read
     readiness.on_write_done()

@@ -10,8 +10,10 @@ raw-printer property test under load, where the queue can lag by milliseconds).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import tty
+from collections.abc import AsyncIterator
 
 from dsh_terminal_core.provider.ptyio import PtyChannel
 
@@ -20,7 +22,10 @@ from ..helpers import until_true
 ROUNDS = 2000
 
 
-async def test_bytes_written_by_the_program_always_count_as_pending() -> None:
+@contextlib.asynccontextmanager
+async def _channel_on_a_pty() -> AsyncIterator[tuple[PtyChannel, int, list[bytes]]]:
+    """A reading ``PtyChannel`` on a raw-mode PTY, the slave (for the test to write as the
+    program) and the chunks delivered so far; both ends are closed afterwards."""
     master, slave = os.openpty()
     tty.setraw(slave)
     os.set_blocking(master, False)
@@ -29,6 +34,14 @@ async def test_bytes_written_by_the_program_always_count_as_pending() -> None:
     channel.set_handler(received.append)
     channel.start()
     try:
+        yield channel, slave, received
+    finally:
+        channel.close()
+        os.close(slave)
+
+
+async def test_bytes_written_by_the_program_always_count_as_pending() -> None:
+    async with _channel_on_a_pty() as (channel, slave, received):
         for n in range(ROUNDS):
             payload = f"<{n}>".encode()
             os.write(slave, payload)
@@ -36,21 +49,11 @@ async def test_bytes_written_by_the_program_always_count_as_pending() -> None:
             assert channel.pending() > 0 or sum(map(len, received)) > before, n
             channel.drain()
             assert b"".join(received).endswith(payload)
-    finally:
-        channel.close()
-        os.close(slave)
 
 
 async def test_a_drain_right_after_the_program_wrote_delivers_every_byte() -> None:
     """The write fence: a drain takes in bytes still in the kernel's hand-over."""
-    master, slave = os.openpty()
-    tty.setraw(slave)
-    os.set_blocking(master, False)
-    received: list[bytes] = []
-    channel = PtyChannel(asyncio.get_running_loop(), master)
-    channel.set_handler(received.append)
-    channel.start()
-    try:
+    async with _channel_on_a_pty() as (channel, slave, received):
         for n in range(ROUNDS):
             payload = f"<{n}>".encode()
             os.write(slave, payload)
@@ -63,6 +66,3 @@ async def test_a_drain_right_after_the_program_wrote_delivers_every_byte() -> No
         os.write(slave, b"after")
         await until_true(lambda: b"".join(received).endswith(b"after"))
         assert b"".join(received).endswith(b"after")
-    finally:
-        channel.close()
-        os.close(slave)
