@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import resource
 import subprocess
@@ -59,6 +60,30 @@ def _row(name: str, walls: list[float], cpu: float) -> dict[str, Any]:
         "p95_ms": percentile(ms, 95),
         "cpu_ms_per_op": cpu * 1000 / max(1, len(ms)),
     }
+
+
+def _stop_master(master: subprocess.Popen[bytes], client: list[str], host: str) -> None:
+    """Stop this benchmark's ControlMaster; never leave it running.
+
+    The master is asked to exit through its control socket (``ssh -O exit``), then
+    terminated, then killed, each wait bounded: on a loaded machine a master given only
+    SIGTERM was seen still running 10 s later.
+    """
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        subprocess.run(
+            [*client, "-O", "exit", host],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=10,
+            check=False,
+        )
+    for stop in (None, master.terminate, master.kill):
+        if stop is not None and master.poll() is None:
+            stop()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            master.wait(5)
+            return
+    master.wait()
 
 
 async def _timed(rounds: int, once: Any) -> tuple[list[float], float]:
@@ -127,8 +152,7 @@ async def run(rounds: int, opens: int, workdir: Path) -> dict[str, Any]:
                 await one_shot()
                 rows.append(_row("ssh one-shot (ControlPath)", *await _timed(rounds, one_shot)))
             finally:
-                master.terminate()
-                master.wait(10)
+                _stop_master(master, base, server.host)
 
             local = await h.call_tool(agent, "terminal_open", {"type": "shell"})
             lid = local.value["sessionId"]
