@@ -77,12 +77,11 @@ def _stop_master(master: subprocess.Popen[bytes], client: list[str], host: str) 
             timeout=10,
             check=False,
         )
-    for stop in (None, master.terminate, master.kill):
-        if stop is not None and master.poll() is None:
-            stop()
+    for stop in (master.terminate, master.kill):
         with contextlib.suppress(subprocess.TimeoutExpired):
             master.wait(5)
             return
+        stop()
     master.wait()
 
 
