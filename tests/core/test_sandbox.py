@@ -168,6 +168,15 @@ def test_private_tmp_that_is_not_ours_is_refused(sandbox: BwrapSandbox, area: Pa
             )
 
 
+def _nspid(pid: int) -> list[str] | None:
+    """The NSpid line of a process, outermost namespace first; None once it has gone."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return next(line for line in status if line.startswith("NSpid:")).split()[1:]
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
 @pytest.mark.bwrap
 def test_confined_shell_runs_in_its_own_pid_namespace(sandbox: BwrapSandbox, area: Path) -> None:
     ws = area / "ws"
@@ -186,12 +195,16 @@ def test_confined_shell_runs_in_its_own_pid_namespace(sandbox: BwrapSandbox, are
             inner_pid = int(shell.stdout.readline())
             assert inner_pid < 10
             assert int(shell.stdout.readline()) < 10
-            [host_bash] = [
-                p for p in psutil.Process(shell.pid).children(recursive=True) if p.name() == "bash"
-            ]
-            with open(f"/proc/{host_bash.pid}/status") as status:
-                nspid = next(line for line in status if line.startswith("NSpid:")).split()[1:]
-            assert nspid == [str(host_bash.pid), str(inner_pid)]
+            # The pipeline's `ls` and `grep` may still be exiting while the shell reads, so
+            # a descendant can vanish between the listing and the look at it.
+            mapped = {
+                pid: nspid
+                for pid in (p.pid for p in psutil.Process(shell.pid).children(recursive=True))
+                if (nspid := _nspid(pid)) is not None
+            }
+            [host_pid] = [pid for pid, nspid in mapped.items() if nspid[-1] == str(inner_pid)]
+            assert mapped[host_pid] == [str(host_pid), str(inner_pid)]
+            assert psutil.Process(host_pid).name() == "bash"
         finally:
             shell.stdin.close()
             assert shell.wait(timeout=10) == 0
