@@ -6,14 +6,14 @@ contender makes the same proofs with nothing around them:
 
 * at the write (the write fence): the master is drained, so no marker produced before
   the input counts; the foreground group is read (the stack remembers the wake counts
-  of the shell and of the foreground group); the shell's run time (the first field of
-  its scheduler statistics, in nanoseconds) is remembered.
+  of the shell and of the foreground group); the shell's wake count (the CPU time plus
+  the time slices of its scheduler statistics) is remembered.
 * at the marker and prompt: (1) no input byte waits unread on the terminal (the slave
   peer, opened through ``TIOCGPTPEER``, polled so the flip buffer is flushed, then
   ``FIONREAD``); (2) the foreground group is the shell's; (3) the shell, single-threaded,
   is blocked in ``pselect6`` on fd 0 alone with no timeout, fd 0 is this terminal, its
-  scheduler statistics are the same on both sides of that look (one wait) and its run
-  time moved since the write (the wait is new); (4) no output is pending, in flight
+  scheduler statistics are the same on both sides of that look (one wait) and its wake
+  count moved since the write (the wait is new); (4) no output is pending, in flight
   inside the PTY layer included. The stack reads that with ``FIONREAD`` and, when it
   says 0, a non-blocking read (which flushes the flip buffer); one ``poll`` on the master
   answers the same in one call: it flushes the flip buffer before it looks, and the
@@ -102,8 +102,7 @@ class ProofsSession(RawSession):
         # shell started inside the shell may print the prompt); the floor proves only the
         # session's own shell, so the shell's count is the one it keeps.
         os.tcgetpgrp(self.fd)
-        ran = os.pread(kept[0], 64, 0)
-        self._ran_at_write = int(ran[: ran.index(b" ")])
+        self._ran_at_write = _wakes(os.pread(kept[0], 64, 0))
         return waiter
 
     def _proven_prompt(self, tail: bytes) -> bool:
@@ -158,7 +157,7 @@ class ProofsSession(RawSession):
                 or not os.pread(mem, 1, int(call[2], 16))[0] & 1
                 or os.stat(self._stdin).st_rdev != self._rdev
                 or os.pread(schedstat, 64, 0) != ran
-                or int(ran[: ran.index(b" ")]) <= self._ran_at_write
+                or _wakes(ran) <= self._ran_at_write
             ):
                 return False
         except (OSError, IndexError, ValueError):
@@ -174,6 +173,13 @@ class ProofsSession(RawSession):
             with contextlib.suppress(OSError):
                 os.close(fd)
         super().close()
+
+
+def _wakes(schedstat: bytes) -> int:
+    """CPU time plus time slices: moves whenever the thread ran, even where a virtual
+    machine's task clock stood still (see ``taskfacts.wake_count``)."""
+    runtime, _delay, slices = schedstat.split()
+    return int(runtime) + int(slices)
 
 
 class ProofsDriver(RawDriver):

@@ -1,12 +1,17 @@
 """Facts about a process that readiness compares over time, read from ``/proc``.
 
 * ``wake_count``: a count that moves whenever its main thread runs: the CPU time in its
-  scheduler statistics (nanoseconds), or its voluntary context switches where the
-  kernel keeps no such statistics. A process blocked in a read wait has the same count
-  until it wakes; a process seen blocked now whose count moved since an earlier look ran
-  in between, so the wait it is in began after that look. (The statistics' count of
-  time slices would not do: it moves when a thread is switched in, so a thread that was
-  already running at the first look and then blocked leaves it unchanged.)
+  scheduler statistics (nanoseconds) plus their count of time slices, or its voluntary
+  context switches where the kernel keeps no such statistics. A process blocked in a
+  read wait has the same count until it wakes; a process seen blocked now whose count
+  moved since an earlier look ran in between, so the wait it is in began after that
+  look. Neither half would do alone. The time slices move when a thread is switched
+  in, so a thread already running at the first look that then blocked leaves them
+  unchanged, while its CPU time moves. The CPU time is the run queue's task clock,
+  which in a virtual machine leaves out time the host stole from the CPU: after a
+  steal, that clock stands still until the stolen time is paid back, and a shell can
+  wake, run a command and block again with no CPU time added; its time slices move.
+  Both counters only grow, so their sum moves exactly when either does.
 * ``executable_id``: the (device, inode) of its executable, to tell whether a process is
   another instance of a given program (a shell started inside the shell).
 
@@ -58,18 +63,16 @@ def wake_count(pid: int, kept: KeptFiles | None = None) -> int | None:
 
 
 def wakes_in(stamp: bytes) -> int | None:
-    """The wake count inside a run stamp: the scheduler statistics' CPU time, or the
-    voluntary switches of a ``voluntary_ctxt_switches:`` line."""
-    if stamp.startswith(_VOLUNTARY[1:]):
-        end = stamp.find(b"\n")
-        field = stamp[len(_VOLUNTARY) - 1 : end if end >= 0 else len(stamp)]
-    else:
+    """The wake count inside a run stamp: the scheduler statistics' CPU time plus their
+    time slices, or the voluntary switches of a ``voluntary_ctxt_switches:`` line."""
+    try:
+        if stamp.startswith(_VOLUNTARY[1:]):
+            end = stamp.find(b"\n")
+            return int(stamp[len(_VOLUNTARY) - 1 : end if end >= 0 else len(stamp)])
         fields = stamp.split()
         if len(fields) < 3:
             return None
-        field = fields[0]
-    try:
-        return int(field)
+        return int(fields[0]) + int(fields[2])
     except ValueError:
         return None
 
