@@ -8,7 +8,13 @@ import time
 
 import pytest
 
-from dsh_terminal_core.provider.taskfacts import ran_since, run_stamp, wake_count, wakes_in
+from dsh_terminal_core.provider.taskfacts import (
+    quietly_asleep,
+    ran_since,
+    run_stamp,
+    wake_count,
+    wakes_in,
+)
 
 LINUX = sys.platform.startswith("linux")
 _ECHO_LINES = "import sys\nfor line in sys.stdin: print(line, end='', flush=True)"
@@ -79,13 +85,14 @@ def test_a_blocked_process_keeps_its_count_until_it_runs() -> None:
 
 
 def _blocked_stamp(pid: int) -> bytes:
-    """The run stamp of ``pid`` once it sleeps and two reads of it agree."""
+    """The run stamp of ``pid`` once it sleeps and two reads of it agree.
+
+    Polled: nothing signals that a process went back to sleep.
+    """
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            state = stat.read().rpartition(b") ")[2][:1]
         first = run_stamp(pid)
-        if state == b"S" and first is not None and run_stamp(pid) == first:
+        if quietly_asleep(pid) and first is not None and run_stamp(pid) == first:
             return first
         time.sleep(0.001)
     raise AssertionError(f"process {pid} never settled in a wait")
