@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dsh_terminal_bash.sanitizer as sanitizer_module
+from dsh_terminal_bash.overstrike import render
 from dsh_terminal_bash.sanitizer import MARKER_PREFIX, PROMPT_TAIL_CHARS, Chunk, Sanitizer
 
 MARK = MARKER_PREFIX.encode()
@@ -53,7 +54,7 @@ def reference(
         if state == ground:
             if b == 0x1B:
                 state, intermediates = escape, False
-            elif b in (0x09, 0x0A, 0x0D) or (b >= 0x20 and b != 0x7F):
+            elif b in (0x08, 0x09, 0x0A, 0x0D) or (b >= 0x20 and b != 0x7F):
                 stripped.append(b)
         elif state == escape:
             if b == 0x5B and not intermediates:
@@ -180,9 +181,9 @@ def test_escapes_are_stripped_at_every_split(data: bytes, text: str) -> None:
     assert_all_splits(data, text, [])
 
 
-def test_controls_are_dropped_but_tab_and_newline_kept() -> None:
+def test_controls_are_dropped_but_tab_newline_and_backspace_kept() -> None:
     data = b"a\x00b\x07c\x08d\te\x0bf\x0cg\x7fh\x01\x1fi\n"
-    assert_all_splits(data, "abcd\tefghi\n")
+    assert_all_splits(data, "abc\bd\tefghi\n")
 
 
 # -- markers -------------------------------------------------------------------------------
@@ -436,6 +437,7 @@ def test_output_is_clean_text(data: bytes) -> None:
     text, _ = run([data])
     text.encode()  # valid UTF-8, no surrogates
     assert "\x1b" not in text and "\r" not in text and "\x07" not in text and "\x00" not in text
+    assert "\b" not in render(text)  # what a reader gets
 
 
 # -- cost ----------------------------------------------------------------------------------

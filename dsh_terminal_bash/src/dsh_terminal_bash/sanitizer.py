@@ -18,9 +18,12 @@ Grammar (7-bit, as xterm reads UTF-8 output):
 * ``ESC`` intermediates (0x20-0x2F)* and a final byte (0x30-0x7E) covers two-byte escapes
   (``ESC =``, ``ESC 7``) and charset designations (``ESC ( B``). Any other byte ends it
   early and is read as ordinary input.
-* C0 controls other than TAB, LF and CR are dropped, as is DEL: BEL, backspace, NUL,
-  form feed and the rest carry no text. 8-bit C1 bytes are not controls in a UTF-8
-  stream; they reach the decoder and come out as U+FFFD unless part of a character.
+* C0 controls other than TAB, LF, CR and BS are dropped, as is DEL: BEL, NUL, form
+  feed and the rest carry no text. BS stays in the text: it changes what a line shows
+  (``man``'s bold ``X\\bX``, a spinner's frames), possibly over text an earlier chunk
+  already emitted, so it is applied where text leaves for a reader
+  (:mod:`.overstrike`). 8-bit C1 bytes are not controls in a UTF-8 stream; they reach
+  the decoder and come out as U+FFFD unless part of a character.
 * CRLF and a lone CR both become LF, judged on the stream with escapes removed. A CR at
   the end of a chunk is held until the next byte is known, so a CRLF split across chunks
   is one newline. A CR still held when a prompt marker comes ended the line before the
@@ -60,8 +63,9 @@ _CR = b"\r"
 # A CR that is not the first half of a CRLF.
 _LONE_CR = re.compile(rb"\r[^\n]")
 
-# Controls that carry no text: C0 except TAB, LF, CR and ESC (ESC starts a sequence), and DEL.
-_DROPPED = bytes([*range(0x00, 0x09), 0x0B, 0x0C, *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
+# Controls that carry no text: C0 except BS, TAB, LF, CR and ESC (ESC starts a sequence),
+# and DEL. BS is kept for :mod:`.overstrike`.
+_DROPPED = bytes([*range(0x00, 0x08), 0x0B, 0x0C, *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 _DROPPED_AND_CR = _DROPPED + _CR
 
 # One match per sequence: complete, or ended early by the byte after it (which stays). Open

@@ -37,6 +37,8 @@ import attrs
 from dsh_terminal_core.terminals.types import ReadResult
 from dsh_terminal_core.textbounds import utf8_head, utf8_len, utf8_tail
 
+from .overstrike import render, render_lines
+
 __all__ = ["Scrollback"]
 
 _BLOCK_LINES = 4096
@@ -234,7 +236,9 @@ class Scrollback:
     """Bounded history of one terminal's sanitized text, line by line.
 
     Not thread-safe. ``append`` takes text exactly as the sanitizer produced it: ``\\n``
-    ends a line, everything else is line content.
+    ends a line, everything else is line content. Lines are stored as they came and
+    rendered (:mod:`.overstrike`) as they are read, so a backspace in a later chunk still
+    applies to the text before it.
     """
 
     def __init__(self, max_lines: int = 10000, max_bytes: int = 4 * 1024 * 1024) -> None:
@@ -291,8 +295,9 @@ class Scrollback:
 
     @property
     def open_line(self) -> str:
-        """The line still being written (no newline yet), as retained; ``""`` when none."""
-        return "".join(self._open)
+        """The line still being written (no newline yet), as retained and as a terminal
+        shows it (backspaces applied); ``""`` when none."""
+        return render("".join(self._open))
 
     def append(self, text: str) -> int:
         """Add sanitized text; a trailing partial line stays open for later appends.
@@ -349,7 +354,7 @@ class Scrollback:
             truncated = True
         begin = min(begin, total)
         end = min(begin + count, total)
-        lines = self._lines_between(begin, end)
+        lines = render_lines(self._lines_between(begin, end))
         text = "\n".join(lines)
         if utf8_len(text) > max_bytes:
             truncated = True
@@ -369,7 +374,7 @@ class Scrollback:
         begin = max(cursor, self.first_line)
         if begin >= self._complete:
             return [], max(cursor, self._complete)
-        return self._complete_lines(begin, self._complete), self._complete
+        return render_lines(self._complete_lines(begin, self._complete)), self._complete
 
     def tail_text(self, max_bytes: int) -> str:
         """Return the last ``max_bytes`` UTF-8 bytes of the retained text, code point safe.
@@ -389,7 +394,7 @@ class Scrollback:
         for block in reversed(chosen):
             lines.extend(block.lines[block.start :])
         text = "\n".join(lines) + "\n" + open_text if lines else open_text
-        return utf8_tail(text, max_bytes)[0]
+        return render(utf8_tail(text, max_bytes)[0])
 
     # -- storage ---------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from .environment import PROMPT
 from .keys import encode_keys
 from .modes import ModeTracker
 from .operation import BashSendOperation
+from .overstrike import render
 from .readiness import Readiness, Settlement
 from .sanitizer import Chunk, Sanitizer
 from .screen import ScreenEmulator
@@ -368,7 +369,7 @@ class BashSession:
             self._shell_exe = self._process.executable_id(self._shell_pgid)
         text = "".join(self._startup_text)
         self._startup_text = []
-        self._motd = _without_prompt(text, settlement).strip("\n")
+        self._motd = render(_without_prompt(text, settlement)).strip("\n")
 
     async def _abandon(self) -> None:
         with contextlib.suppress(Exception):

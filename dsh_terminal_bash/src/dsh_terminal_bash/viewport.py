@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dsh_terminal_core.textbounds import TailBuffer, utf8_head, utf8_len
 
+from .overstrike import render
+
 __all__ = ["HEAD_TAIL_MIN_BYTES", "MARKER_ROOM", "TailBuffer", "ViewportBuffer"]
 
 
@@ -93,11 +95,15 @@ class ViewportBuffer:
         self._tail.append(text)
 
     def text(self) -> str:
-        """Return the viewport: all of the output, or its head, one omission line, its tail."""
+        """Return the viewport: all of the output, or its head, one omission line, its tail.
+
+        Backspaces are applied as a terminal shows them (:mod:`.overstrike`).
+        """
         head = "".join(self._head)
         tail = self._tail.text()
         if not self._tail.truncated:
-            return head + tail
+            return render(head + tail)
+        head, tail = render(head), render(tail)
         if self._head_room == 0:
             return tail
         # Show whole lines at both ends, unless that would give away most of an end (a
@@ -134,7 +140,9 @@ class ViewportBuffer:
         if self._new is None:
             self._new = TailBuffer(self._max_bytes)
             return self.text(), self.truncated
-        text = self._new.text()
+        # A piece is rendered on its own: a backspace over text an earlier read already
+        # returned cannot take it back, and is dropped.
+        text = render(self._new.text())
         truncated = self._new.truncated
         self._new.clear()
         return text, truncated
