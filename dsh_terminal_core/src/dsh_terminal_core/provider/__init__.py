@@ -6,6 +6,13 @@ Backends import from here; the modules behind it are private.
 from .env import child_environment, is_scrubbed_name
 from .hostexit import kill_all_sync
 from .inspector import StdinProbe, TerminalIdentity
+from .listening import (
+    Listener,
+    has_children,
+    listeners,
+    listening_in_session,
+    session_processes,
+)
 from .process_table import (
     ProcessIdentity,
     ProcessInfo,
@@ -29,6 +36,7 @@ __all__ = [
     "FOREGROUND_SIGNALS",
     "ExitStatus",
     "Foreground",
+    "Listener",
     "LocalTerminalProcess",
     "LocalTerminalProvider",
     "OutputHandler",
@@ -46,6 +54,10 @@ __all__ = [
     "TreeReaper",
     "child_environment",
     "default_process_table",
+    "has_children",
     "is_scrubbed_name",
     "kill_all_sync",
+    "listeners",
+    "listening_in_session",
+    "session_processes",
 ]
