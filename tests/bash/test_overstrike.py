@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_terminal_bash.overstrike import render, render_lines
+from dsh_terminal_core.overstrike import render, render_lines
 from dsh_terminal_bash.scrollback import Scrollback
 from dsh_terminal_bash.viewport import ViewportBuffer
 

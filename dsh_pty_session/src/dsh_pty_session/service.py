@@ -33,6 +33,7 @@ from dsh_terminal_core import (
     finish_shielded,
     owner_not_live,
 )
+from dsh_terminal_core.linematch import LineMatcher, compile_line_pattern
 from dsh_terminal_core.terminals import SendRequest, SpawnRequest
 
 from .config import PtySessionConfig
@@ -283,13 +284,8 @@ class PtySessionService:
         ``FOREIGN_SESSION``/``NO_SESSION`` for an id the owner cannot use, and
         ``UNSUPPORTED`` when the backend cannot say when output arrives.
         """
-        if isinstance(pattern, str):
-            try:
-                pattern = re.compile(pattern)
-            except re.error as exc:
-                raise InvalidArgument(f"pattern is not a valid regular expression: {exc}") from exc
-        if not isinstance(pattern, re.Pattern) or not isinstance(pattern.pattern, str):
-            raise InvalidArgument("pattern must be a compiled str regular expression")
+        # The same pattern rules and line matching as terminal_send's waitFor.
+        matcher = LineMatcher(compile_line_pattern(pattern, "pattern"))
         if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 0:
             raise InvalidArgument("timeout_ms must be a non-negative integer")
         if lines is not None and (
@@ -315,12 +311,12 @@ class PtySessionService:
                 new_lines, next_cursor = session.complete_lines_since(scanned)
                 first = next_cursor - len(new_lines)
                 for index, line in enumerate(new_lines):
-                    if pattern.search(line) is not None:
+                    if matcher.matches(line):
                         return _take(tracked, session, first + index + 1, "match", line, lines)
                 scanned = next_cursor
                 if partial:
                     open_line = session.open_line()
-                    if open_line and pattern.search(open_line) is not None:
+                    if open_line and matcher.matches(open_line):
                         return _take(tracked, session, scanned, "match", open_line, lines, True)
                 if session.status.kind == "exited":
                     return _take(tracked, session, scanned, "exit", None, lines)

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from dsh_terminal_core.linematch import LineMatcher
 from dsh_terminal_core.terminals import SendResult
 
 from .viewport import ViewportBuffer
@@ -36,6 +37,8 @@ class BashSendOperation:
         # Unregisters this send from the caller's cancel token once it has ended, so a
         # token reused for many sends does not keep every finished one alive.
         self.forget_cancel: Callable[[], None] | None = None
+        # The send's wait_for, fed what it collects; None for most sends.
+        self.matcher: LineMatcher | None = None
 
     @property
     def done(self) -> asyncio.Future[SendResult]:

@@ -44,6 +44,7 @@ from typing import Protocol
 
 import attrs
 
+from dsh_terminal_core.linematch import LineMatch
 from dsh_terminal_core.provider import Foreground
 from dsh_terminal_core.terminals import WaitReason
 
@@ -71,6 +72,7 @@ class Settlement:
     exit_code: int | None = None
     input_hidden: bool = False
     by_prompt: bool = False
+    match: LineMatch | None = None
 
 
 class ReadinessProbe(Protocol):
@@ -292,6 +294,13 @@ class Readiness:
 
     def on_exit(self) -> None:
         self._settle(Settlement(reason=WaitReason.SESSION_EXIT, exit_code=None))
+
+    def on_match(self, match: LineMatch) -> None:
+        """A complete line written after the input matched the send's ``wait_for``.
+
+        Says only that the line came: no tier's proof is implied, so no exit code.
+        """
+        self._settle(Settlement(reason=WaitReason.MATCHED, match=match))
 
     def stop(self) -> None:
         """Stop watching without settling (the session is closing)."""

@@ -22,7 +22,7 @@ Grammar (7-bit, as xterm reads UTF-8 output):
   feed and the rest carry no text. BS stays in the text: it changes what a line shows
   (``man``'s bold ``X\\bX``, a spinner's frames), possibly over text an earlier chunk
   already emitted, so it is applied where text leaves for a reader
-  (:mod:`.overstrike`). 8-bit C1 bytes are not controls in a UTF-8 stream; they reach
+  (:mod:`dsh_terminal_core.overstrike`). 8-bit C1 bytes are not controls in a UTF-8 stream; they reach
   the decoder and come out as U+FFFD unless part of a character.
 * CRLF and a lone CR both become LF, judged on the stream with escapes removed. A CR at
   the end of a chunk is held until the next byte is known, so a CRLF split across chunks
@@ -64,7 +64,7 @@ _CR = b"\r"
 _LONE_CR = re.compile(rb"\r[^\n]")
 
 # Controls that carry no text: C0 except BS, TAB, LF, CR and ESC (ESC starts a sequence),
-# and DEL. BS is kept for :mod:`.overstrike`.
+# and DEL. BS is kept for :mod:`dsh_terminal_core.overstrike`.
 _DROPPED = bytes([*range(0x00, 0x08), 0x0B, 0x0C, *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])
 _DROPPED_AND_CR = _DROPPED + _CR
 

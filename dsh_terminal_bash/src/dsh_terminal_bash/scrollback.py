@@ -37,7 +37,7 @@ import attrs
 from dsh_terminal_core.terminals.types import ReadResult
 from dsh_terminal_core.textbounds import utf8_head, utf8_len, utf8_tail
 
-from .overstrike import render, render_lines
+from dsh_terminal_core.overstrike import render, render_lines
 
 __all__ = ["Scrollback"]
 
@@ -237,7 +237,7 @@ class Scrollback:
 
     Not thread-safe. ``append`` takes text exactly as the sanitizer produced it: ``\\n``
     ends a line, everything else is line content. Lines are stored as they came and
-    rendered (:mod:`.overstrike`) as they are read, so a backspace in a later chunk still
+    rendered (:mod:`dsh_terminal_core.overstrike`) as they are read, so a backspace in a later chunk still
     applies to the text before it.
     """
 

@@ -11,6 +11,7 @@ import attrs
 
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import TerminalError
+from dsh_terminal_core.linematch import LineMatcher
 from dsh_terminal_core.provider import ExitStatus, Foreground, TerminalProcess
 from dsh_terminal_core.terminals import (
     ReadRequest,
@@ -29,13 +30,16 @@ from .environment import PROMPT
 from .keys import encode_keys
 from .modes import ModeTracker
 from .operation import BashSendOperation
-from .overstrike import render
+from dsh_terminal_core.overstrike import render
 from .readiness import Readiness, Settlement
 from .sanitizer import Chunk, Sanitizer
 from .screen import ScreenEmulator
 from .scrollback import Scrollback
 
 __all__ = ["BashSession", "StartupFailed"]
+
+# Bash's default PS2, behind which it echoes the second and later lines of a send.
+CONTINUATION_PROMPT = "> "
 
 # How much output may precede the echo of a send's line: a shell's answer to an
 # interrupt of the previous command (a status line, blank lines, its prompt).
@@ -291,13 +295,23 @@ class BashSession:
         if markers:
             self._markers += len(markers)
             self._marker_event.set()
+        matched = False
         if text:
             completed = self._scrollback.append(text)
-            if self._op is not None:
-                self._op.append(text, completed)
+            op = self._op
+            if op is not None:
+                if op.matcher is not None and op.collecting:
+                    matched = self._feed_matcher(op, op.matcher, text)
+                else:
+                    op.append(text, completed)
             elif self._readiness is not None:
                 self._startup_text.append(text)
         readiness = self._readiness
+        if matched and readiness is not None and not readiness.settled:
+            assert self._op is not None and self._op.matcher is not None
+            match = self._op.matcher.matched
+            assert match is not None
+            readiness.on_match(match)
         if readiness is not None and not readiness.settled:
             readiness.on_output(
                 bool(text),
@@ -307,6 +321,19 @@ class BashSession:
             )
         if text:
             self._notify()
+
+    def _feed_matcher(self, op: BashSendOperation, matcher: LineMatcher, text: str) -> bool:
+        """Collect ``text`` for ``op`` up to the end of a line matching its ``wait_for``.
+
+        Output after the matching line (in the same piece) goes to the scrollback only:
+        the result, and a background job's output, end with that line.
+        """
+        end = matcher.feed(text, op.viewport.first_line)
+        if end is None:
+            op.append(text)
+            return False
+        op.append(text[:end])
+        return True
 
     def _on_exit(self, done: asyncio.Future[ExitStatus]) -> None:
         self._consume(self._sanitizer.flush())
@@ -413,6 +440,11 @@ class BashSession:
             _bounded(self._config.max_read_bytes, request.max_bytes), self._cancel_op
         )
         op.collecting = waiting  # a send that types collects once the write fence passed
+        if request.wait_for is not None:
+            typed = request.text.split("\n") if request.text and request.keys is None else ()
+            op.matcher = LineMatcher(
+                request.wait_for, echoes=typed, prompts=(PROMPT, CONTINUATION_PROMPT)
+            )
         op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
         if self._status.kind == "exited":
             op.settle(self._result(op, Settlement(reason=WaitReason.SESSION_EXIT), request))
@@ -603,6 +635,7 @@ class BashSession:
             input_hidden=settlement.input_hidden,
             screen=screen,
             alternate_screen=self._screen is None and self._modes.alternate_screen,
+            match=settlement.match,
         )
 
     def _strip_echo(self, text: str, request: SendRequest) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dsh_terminal_core.textbounds import TailBuffer, utf8_head, utf8_len
 
-from .overstrike import render
+from dsh_terminal_core.overstrike import render
 
 __all__ = ["HEAD_TAIL_MIN_BYTES", "MARKER_ROOM", "TailBuffer", "ViewportBuffer"]
 
@@ -97,7 +97,7 @@ class ViewportBuffer:
     def text(self) -> str:
         """Return the viewport: all of the output, or its head, one omission line, its tail.
 
-        Backspaces are applied as a terminal shows them (:mod:`.overstrike`).
+        Backspaces are applied as a terminal shows them (:mod:`dsh_terminal_core.overstrike`).
         """
         head = "".join(self._head)
         tail = self._tail.text()

@@ -28,6 +28,10 @@ _HEAD = """\
   terminal_signal (SIGINT).
 - inputHidden=true means the program is reading input with echo off, typically a
   password prompt.
+- To start a server or a watcher, send it with waitFor, a regular expression for the
+  line that says it is ready (e.g. waitFor "Listening on"): the call returns
+  waitReason "matched" with that line as soon as it is printed, instead of you sleeping
+  and polling terminal_read. The program keeps running.
 """
 
 _BACKGROUND = """\

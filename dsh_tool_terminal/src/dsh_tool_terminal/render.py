@@ -34,6 +34,11 @@ def status_line(value: dict[str, Any]) -> str:
         text = "no output for a while; the command may still be running"
     elif reason == "timeout":
         text = "time limit reached; the command may still be running"
+    elif reason == "matched":
+        match = value.get("match") or {}
+        text = (
+            f"line {match.get('lineNumber')} matched waitFor; the program keeps running"
+        )
     else:
         text = f"session {status_text(session)}"
     trunc = "; output shortened to fit, as marked above" if value.get("truncated") else ""

@@ -67,6 +67,12 @@ SEND_SCHEMA: dict[str, Any] = {
         "screen": _SCREEN_SCHEMA,
         "alternateScreen": {"type": "boolean"},
         "jobId": {"type": "string"},
+        "match": {
+            "type": "object",
+            "description": "With waitReason 'matched': the line, numbered as terminal_read counts.",
+            "properties": {"line": {"type": "string"}, "lineNumber": {"type": "integer"}},
+            "required": ["line", "lineNumber"],
+        },
     },
     "required": ["kind"],
 }
@@ -156,6 +162,8 @@ def send_value(result: SendResult) -> dict[str, Any]:
         value["screen"] = result.screen.to_wire()
     if result.alternate_screen:
         value["alternateScreen"] = True
+    if result.match is not None:
+        value["match"] = result.match.to_wire()
     return value
 
 

@@ -34,6 +34,7 @@ from ..errors import (
     TerminalError,
     owner_not_live,
 )
+from ..linematch import compile_line_pattern
 from ..secrets import Secret, check_secret_text
 from ..turns import take_turn
 from .types import (
@@ -443,6 +444,8 @@ class TerminalSessionService:
                 f"timeoutMs must be an integer of at least 1, got {timeout!r}", "INVALID_ARGUMENT"
             )
         _check_max_bytes(request.max_bytes)
+        if request.wait_for is not None:
+            compile_line_pattern(request.wait_for, "wait_for")  # the same rules as the tool's
         if request.secret is not None:
             _check_secret_send(entry.session, session_id, request)
         return entry.session.start_send(request)

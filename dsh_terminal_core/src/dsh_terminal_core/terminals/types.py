@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 import attrs
 
 from ..cancel import Cancellation
+from ..linematch import LineMatch
 from ..secrets import Secret
 from ..signals import ALLOWED_SIGNALS
 
@@ -51,6 +53,8 @@ class WaitReason(StrEnum):
     INFERRED_IDLE = "inferred_idle"
     TIMEOUT = "timeout"
     SESSION_EXIT = "session_exit"
+    #: A complete output line matched the send's ``wait_for``; the program keeps running.
+    MATCHED = "matched"
 
 
 @attrs.frozen(kw_only=True)
@@ -139,6 +143,10 @@ class SendRequest:
 
     ``keys`` (named keys and literal strings, encoded by the backend for the terminal's
     current modes) replaces ``text``; a ``keys`` send never adds Enter.
+
+    ``wait_for`` (compiled with :func:`dsh_terminal_core.linematch.compile_line_pattern`)
+    also settles the send, ``matched``, once a complete line of output written after the
+    input matches it; every other way to settle still applies.
     """
 
     text: str
@@ -149,6 +157,7 @@ class SendRequest:
     secret: Secret | None = attrs.field(default=None, eq=False, repr=False)
     """Typed raw (then Enter) instead of ``text``, only at a hidden-input prompt."""
     keys: tuple[str, ...] | None = None
+    wait_for: re.Pattern[str] | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -193,6 +202,8 @@ class SendResult:
     screen: ScreenView | None = None
     #: A line-mode session whose program is on the alternate screen as the send settled.
     alternate_screen: bool = False
+    #: The line that settled the send ``matched``.
+    match: LineMatch | None = None
 
 
 @attrs.frozen(kw_only=True)
