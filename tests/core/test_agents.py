@@ -97,3 +97,48 @@ def test_notices_queue_and_drain() -> None:
     agent.notify(Notice(kind="k", text="two"))
     assert [n.text for n in agent.drain_notices()] == ["one", "two"]
     assert agent.drain_notices() == []
+
+
+def test_listeners_hear_each_notice_after_it_is_queued_and_a_failing_one_is_skipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent = Agent("a")
+    heard: list[tuple[str, str, int]] = []
+
+    def broken(_notice: Notice) -> None:
+        raise RuntimeError("listener broke")
+
+    def first(notice: Notice) -> None:
+        # Queued before any listener runs, so a woken client's next call finds it.
+        heard.append(("first", notice.text, len(agent._notices)))
+
+    remove_broken = agent.on_notice(broken)
+    remove_first = agent.on_notice(first)
+    remove_second = agent.on_notice(lambda notice: heard.append(("second", notice.text, 0)))
+    agent.notify(Notice(kind="k", text="one"))
+    assert heard == [("first", "one", 1), ("second", "one", 0)]
+    assert "listener broke" in caplog.text
+    remove_broken()
+    remove_first()
+    remove_first()  # harmless twice
+    agent.notify(Notice(kind="k", text="two"))
+    assert heard[2:] == [("second", "two", 0)]
+    assert [n.text for n in agent.drain_notices()] == ["one", "two"]
+    remove_second()
+    agent.notify(Notice(kind="k", text="three"))
+    assert len(heard) == 3
+
+
+def test_a_second_remover_call_leaves_the_same_listener_added_again() -> None:
+    agent = Agent("a")
+    heard: list[str] = []
+
+    def listener(notice: Notice) -> None:
+        heard.append(notice.text)
+
+    remove_once = agent.on_notice(listener)
+    agent.on_notice(listener)
+    remove_once()
+    remove_once()
+    agent.notify(Notice(kind="k", text="one"))
+    assert heard == ["one"]

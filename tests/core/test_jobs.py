@@ -167,3 +167,24 @@ async def test_owner_dispose_cancels_running_jobs() -> None:
     assert (job.task is not None and job.task.cancelled()) or job.status == "killed"
     with pytest.raises(JobError):
         jobs.start(owner, title="late", run=run)
+
+
+async def test_the_end_notice_names_the_session_the_job_ran_on() -> None:
+    jobs = JobService()
+    owner = Agent("a")
+
+    async def run(_handle: JobHandle) -> str:
+        return "done"
+
+    on_session = jobs.start(owner, title="send", run=run, session_id="pty-7")
+    elsewhere = jobs.start(owner, title="other", run=run)
+    await jobs.read(owner, on_session.id, wait=True, timeout_ms=2000)
+    await jobs.read(owner, elsewhere.id, wait=True, timeout_ms=2000)
+    data = {n.data["jobId"]: n.data for n in owner.drain_notices()}
+    assert data[on_session.id] == {
+        "jobId": on_session.id,
+        "status": "completed",
+        "sessionId": "pty-7",
+    }
+    assert "sessionId" not in data[elsewhere.id]
+    await owner.dispose()

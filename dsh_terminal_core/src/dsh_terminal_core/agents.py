@@ -3,6 +3,9 @@
 An :class:`Agent` is who owns sessions and jobs. Ownership compares the exact object
 (``is``), never the id string, so two agents that happen to share an id never see each
 other's terminals. Disposing an agent runs its dispose effects, newest first.
+
+A :class:`Notice` is queued for the agent's next turn and handed at once to every
+listener (an MCP server wakes the agent's connected clients with it).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -19,6 +23,9 @@ from .errors import DisposeError
 __all__ = ["Agent", "EffectScope", "Notice"]
 
 DisposeEffect = Callable[[], Awaitable[None] | None]
+NoticeListener = Callable[["Notice"], None]
+
+log = logging.getLogger(__name__)
 
 
 class EffectScope:
@@ -101,12 +108,13 @@ class Notice:
 class Agent:
     """An owner identity. Compare with ``is``; ``id`` is only a label."""
 
-    __slots__ = ("__weakref__", "_notices", "_scope", "id")
+    __slots__ = ("__weakref__", "_listeners", "_notices", "_scope", "id")
 
     def __init__(self, agent_id: str) -> None:
         self.id = agent_id
         self._scope = EffectScope(f"agent {agent_id!r}")
         self._notices: list[Notice] = []
+        self._listeners: list[NoticeListener] = []
 
     def __repr__(self) -> str:
         return f"<Agent {self.id!r} at {id(self):#x}>"
@@ -135,8 +143,37 @@ class Agent:
         await self._scope.dispose()
 
     def notify(self, notice: Notice) -> None:
-        """Queue a notice for this agent's next turn."""
+        """Queue a notice for this agent's next turn, then hand it to every listener.
+
+        Listeners run synchronously, oldest first, on the caller's thread. One that
+        raises is logged and skipped: the notice stays queued and the others still run,
+        because a broken client connection must not hide the notice from the next turn.
+        """
         self._notices.append(notice)
+        for listener in tuple(self._listeners):
+            try:
+                listener(notice)
+            except Exception:
+                log.exception("a notice listener of agent %r failed", self.id)
+
+    def on_notice(self, listener: NoticeListener) -> Callable[[], None]:
+        """Call ``listener`` with every notice from now on; returns a remover.
+
+        The remover is harmless to call twice. Listeners must not block: they run
+        inside :meth:`notify` (a listener that has real work to do schedules it).
+        """
+        self._listeners.append(listener)
+        removed = False
+
+        def remove() -> None:
+            # Once only, so a second call cannot take out the same listener added again.
+            nonlocal removed
+            if not removed:
+                removed = True
+                with contextlib.suppress(ValueError):
+                    self._listeners.remove(listener)
+
+        return remove
 
     def drain_notices(self) -> list[Notice]:
         """Return and clear the queued notices, oldest first."""

@@ -2,8 +2,10 @@
 
 A job wraps background work (e.g. a terminal send with ``run_in_background``). Its output
 is read incrementally: each read returns only what arrived since the previous read, and
-unread output is capped per job (the newest bytes are kept). When a job ends, a notice is
-queued on its owner so the next turn learns about it without polling.
+unread output is capped per job (the newest bytes are kept). When a job ends, a
+``job_finished`` notice goes to its owner (data: ``jobId``, ``status`` and, for a job
+on a terminal session, ``sessionId``) so the next turn, and any client listening, learns
+about it without polling.
 """
 
 from __future__ import annotations
@@ -86,10 +88,12 @@ class Job:
         cap: int,
         collect: Callable[[], str] | None,
         kill: KillHook | None,
+        session_id: str | None = None,
     ) -> None:
         self.id = job_id
         self.owner = owner
         self.title = title
+        self.session_id = session_id
         self.status: JobStatus = "running"
         self.result: str | None = None
         self.error: str | None = None
@@ -150,12 +154,15 @@ class JobService:
         kill: KillHook | None = None,
         collect: Callable[[], str] | None = None,
         max_output_bytes: int | None = None,
+        session_id: str | None = None,
     ) -> Job:
         """Start ``run`` as a background job of ``owner`` and return the job at once.
 
         ``run`` gets a :class:`JobHandle` to write output; its return value is the job's
         final result. ``collect`` is pulled on every read for output produced elsewhere.
         ``kill`` is how :meth:`kill` stops the job; without it the task is cancelled.
+        ``session_id`` names the terminal session the job runs on, so the notice of its
+        end can say where (a client woken by it knows which terminal to look at).
         """
         if self._disposing:
             raise JobError("the job service is shutting down", "SERVICE_DISPOSING")
@@ -166,7 +173,13 @@ class JobService:
             owner.on_dispose(lambda: self.dispose_owner(owner))
         self._counter += 1
         job = Job(
-            f"job-{self._counter}", owner, title, max_output_bytes or self._cap, collect, kill
+            f"job-{self._counter}",
+            owner,
+            title,
+            max_output_bytes or self._cap,
+            collect,
+            kill,
+            session_id,
         )
         self._jobs[job.id] = job
         job.task = asyncio.get_running_loop().create_task(self._run(job, run), name=job.id)
@@ -193,12 +206,15 @@ class JobService:
             job._collect = None
             job.finished.set()
             if job.owner.live:
+                data: dict[str, object] = {"jobId": job.id, "status": job.status}
+                if job.session_id is not None:
+                    data["sessionId"] = job.session_id
                 job.owner.notify(
                     Notice(
                         kind="job_finished",
                         text=f"background job {job.id} ({job.title}) {job.status}; "
                         f"collect its output with job_output",
-                        data={"jobId": job.id, "status": job.status},
+                        data=data,
                     )
                 )
 

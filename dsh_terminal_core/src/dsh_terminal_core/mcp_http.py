@@ -10,8 +10,10 @@ rebinding.
 
 Sessions belong to the identity, not to the connection (:mod:`.mcp_identities`): a
 client that reconnects with the same token finds its terminals alive and reads what it
-missed with ``terminal_read`` by absolute line. An identity with no open connection for
-``idle_ttl_s`` is reaped. SIGTERM, SIGINT or SIGHUP stop accepting, dispose every
+missed with ``terminal_read`` by absolute line. Every MCP session of an identity is
+woken with its agent's notices, and no other identity's (:mod:`.mcp_wake`; a session
+moves to the new agent of a reaped identity at its next call). An identity with no open
+connection for ``idle_ttl_s`` is reaped. SIGTERM, SIGINT or SIGHUP stop accepting, dispose every
 identity (sends in flight settle, process trees are torn down), close the harness and
 return 0; a second signal kills every session at once and exits 1, as on stdio.
 

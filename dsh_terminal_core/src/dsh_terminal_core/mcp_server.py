@@ -49,6 +49,7 @@ from .errors import DisposeError, DshError
 from .harness import Harness
 from .mcp_secrets import PAGE_VALID_S, SecretPages, ask_by_url
 from .mcp_stdio import StdioWire
+from .mcp_wake import attach, install
 from .provider import hostexit
 from .sandbox.bwrap import SandboxHealth
 from .secrets import Secret, SecretAsk
@@ -294,9 +295,10 @@ def _build_server(harness: Harness, agent_of: AgentOf, pages: SecretPages) -> Se
     """Build the low-level SDK server whose two handlers forward to ``harness``.
 
     Every call runs as ``agent_of(ctx)``, resolved per request, so one server can carry
-    one agent (stdio) or many identities (HTTP) with the same handlers. A tool that asks
-    the person for a secret does so through ``pages`` and the request's client
-    (URL-mode elicitation, :mod:`.mcp_secrets`).
+    one agent (stdio) or many identities (HTTP) with the same handlers. Each connected
+    client is woken with its agent's notices (:mod:`.mcp_wake`) and may set a log
+    level. A tool that asks the person for a secret does so through ``pages`` and the
+    request's client (URL-mode elicitation, :mod:`.mcp_secrets`).
     """
     import mcp_types as types
     from mcp.server.lowlevel import Server
@@ -322,6 +324,9 @@ def _build_server(harness: Harness, agent_of: AgentOf, pages: SecretPages) -> Se
         # Cancellation by the client arrives as task cancellation, which the tools
         # already honour (a send in flight is interrupted and its reservation released).
         agent = agent_of(ctx)
+        # Normally a no-op (the handshake subscribed the connection); over HTTP it moves
+        # a connection whose identity was reaped and made anew onto the new agent.
+        attach(ctx, agent)
 
         async def ask_secret(ask: SecretAsk) -> Secret:
             return await ask_by_url(ctx, pages, ask)
@@ -331,13 +336,15 @@ def _build_server(harness: Harness, agent_of: AgentOf, pages: SecretPages) -> Se
         )
         return to_call_result(result.text, result.value, result.is_error, _notices(agent))
 
-    return Server(
+    server: Server[Any] = Server(
         SERVER_NAME,
         version=_version(),
         instructions=harness.system_prompt() or None,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    install(server, agent_of)
+    return server
 
 
 def to_call_result(

@@ -305,6 +305,7 @@ def terminal_tools(
             kill=op.cancel,
             collect=op.read_output,
             max_output_bytes=cap,
+            session_id=session_id,
         )
         return {"kind": "background", "jobId": job.id}
 
