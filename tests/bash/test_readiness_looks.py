@@ -130,6 +130,9 @@ class ReplProbe:
     def sole_member(self, pgid: int) -> bool:
         return True
 
+    def foreground_listening(self) -> bool:
+        return False
+
     def shell_group(self) -> int | None:
         return SHELL_GROUP
 

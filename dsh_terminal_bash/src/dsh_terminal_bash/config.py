@@ -54,6 +54,7 @@ class BashConfig:
     exact_probe_after_ms: int = attrs.field(default=150, validator=positive_int)
     idle_silence_ms: int = attrs.field(default=3000, validator=positive_int)
     handoff_grace_ms: int = attrs.field(default=500, validator=_at_least_poll)
+    listen_settle_ms: int = attrs.field(default=200, validator=positive_int)
     timeout_ms: int = attrs.field(default=30000, validator=positive_int)
     max_timeout_ms: int = attrs.field(default=600000, validator=_at_least_timeout)
     dispose_grace_ms: int = attrs.field(default=3000, validator=positive_int)

@@ -13,6 +13,12 @@ from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import TerminalError
 from dsh_terminal_core.linematch import LineMatcher
 from dsh_terminal_core.provider import ExitStatus, Foreground, TerminalProcess
+from dsh_terminal_core.provider.listening import (
+    Listener,
+    has_children,
+    listeners,
+    session_processes,
+)
 from dsh_terminal_core.terminals import (
     ReadRequest,
     ReadResult,
@@ -95,6 +101,9 @@ class BashSession:
         self._screen = screen
         self._exact = process.exact_input_probe
         self._watchers: list[Callable[[], None]] = []
+        # Sockets of the session's processes already listening when the latest send's
+        # input was written: a result reports only the ones that came after.
+        self._listening_before: frozenset[int] = frozenset()
         process.set_output_handler(self._on_output)
         process.done.add_done_callback(self._on_exit)
 
@@ -255,6 +264,36 @@ class BashSession:
 
     def sole_member(self, pgid: int) -> bool:
         return self._process.sole_member(pgid)
+
+    def foreground_listening(self) -> bool:
+        foreground = self._process.foreground_pgid()
+        if foreground is None or foreground == self._shell_pgid:
+            return False
+        for listener in self._new_listeners():
+            try:
+                if os.getpgid(listener.pid) == foreground:
+                    return True
+            except OSError:
+                continue
+        return False
+
+    # -- listening sockets ------------------------------------------------------------
+
+    def listening(self) -> tuple[Listener, ...]:
+        """What the session's processes (its foreground and background jobs) listen on now.
+
+        The shell itself is not looked at. One small read when the shell has no
+        children, as at an idle prompt.
+        """
+        shell = self._shell_pgid
+        if shell is None or self._status.kind == "exited" or not has_children(shell):
+            return ()
+        return tuple(listeners(session_processes(shell)))
+
+    def _new_listeners(self) -> tuple[Listener, ...]:
+        """Listening sockets that were not listening when the latest input was written."""
+        before = self._listening_before
+        return tuple(found for found in self.listening() if found.inode not in before)
 
     # -- output -----------------------------------------------------------------------
 
@@ -547,6 +586,7 @@ class BashSession:
         readiness = self._readiness
         if readiness is not None and self._op is op:
             readiness.on_write_start(before)
+        self._listening_before = frozenset(found.inode for found in self.listening())
         return payload.encode("utf-8") if not op.input_cancelled else b""
 
     async def _write_rest(self, op: BashSendOperation, payload: bytes) -> None:
@@ -636,6 +676,7 @@ class BashSession:
             screen=screen,
             alternate_screen=self._screen is None and self._modes.alternate_screen,
             match=settlement.match,
+            listening=self._new_listeners(),
         )
 
     def _strip_echo(self, text: str, request: SendRequest) -> str:

@@ -15,6 +15,7 @@ __all__ = [
     "render_screen_read",
     "render_send",
     "render_signal",
+    "listening_text",
     "status_line",
 ]
 
@@ -41,8 +42,29 @@ def status_line(value: dict[str, Any]) -> str:
         )
     else:
         text = f"session {status_text(session)}"
+    if reason == "inferred_idle" and value.get("listening"):
+        text = "a server came up and its output paused; it keeps running"
     trunc = "; output shortened to fit, as marked above" if value.get("truncated") else ""
-    return f"[{reason}: {text}{trunc}]"
+    line = f"[{reason}: {text}{trunc}]"
+    listening = value.get("listening")
+    if listening:
+        line += f"\n[listening: {listening_text(listening)}]"
+    return line
+
+
+def listening_text(listening: list[dict[str, Any]], limit: int = 8) -> str:
+    """Where a session's processes listen, one entry each: ``127.0.0.1:8000 (pid 7 cmd)``."""
+    parts = []
+    for entry in listening[:limit]:
+        where = entry["address"]
+        if entry["port"] is not None:
+            host = f"[{where}]" if ":" in where else where
+            where = f"{host}:{entry['port']}"
+        command = entry["command"]
+        command = command if len(command) <= 60 else command[:59] + "…"
+        parts.append(f"{where} (pid {entry['pid']} {command})")
+    more = f", and {len(listening) - limit} more" if len(listening) > limit else ""
+    return ", ".join(parts) + more
 
 
 def render_open(value: dict[str, Any], max_bytes: int) -> str:
@@ -126,5 +148,6 @@ def render_list(value: dict[str, Any], max_bytes: int) -> str:
         lines.append(
             f"{s['sessionId']}{name} [type: {s['type']}] pid {s['pid']} "
             f"{status_text(s['status'])} cwd {s.get('cwd') or '?'}"
+            + (f" listening {listening_text(s['listening'])}" if s.get("listening") else "")
         )
     return cap_text("\n".join(lines), max_bytes, keep="head")

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh_terminal_core.errors import InvalidArgument, TerminalError
+from dsh_terminal_core.agents import Notice
+from dsh_terminal_core.linematch import MAX_PATTERN_CHARS, LineMatch, compile_line_pattern
 from dsh_terminal_core.resultcap import cap_text
 from dsh_terminal_core.secrets import Secret, SecretAsk, SecretsService
 from dsh_terminal_core.terminals import (
@@ -198,6 +200,17 @@ def terminal_tools(
             ),
         },
     }
+    send_properties["waitFor"] = {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_PATTERN_CHARS,
+        "description": (
+            "A regular expression (Python re syntax): also return as soon as a complete "
+            "line of output matches it (waitReason 'matched', with the line and its "
+            "number). The program keeps running. For servers and watchers: start the "
+            "server with waitFor 'Listening on' instead of sleeping and polling."
+        ),
+    }
     if config.enable_run_in_background:
         send_properties["run_in_background"] = {
             "type": "boolean",
@@ -227,7 +240,9 @@ def terminal_tools(
 
     async def _send_secret(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
         spec: dict[str, str] = args["secret"]
-        others: list[str] = sorted(k for k in ("text", "keys", "run_in_background") if k in args)
+        others: list[str] = sorted(
+            k for k in ("text", "keys", "run_in_background", "waitFor") if k in args
+        )
         if args.get("submit") is False:
             others.append("submit=false")
         if others:
@@ -293,10 +308,14 @@ def terminal_tools(
                 "NO_JOBS_SERVICE",
             )
         op = terminals().start_send(exec_.agent, session_id, SendRequest(**request_args))
+        started: list[str] = []  # the job's id, once it has one
 
         async def run(_handle: Any) -> str:
             result = await op.done
-            return render.status_line(send_value(result))
+            value = send_value(result)
+            if result.match is not None and exec_.agent.live:
+                exec_.agent.notify(_matched_notice(session_id, started[0], result.match))
+            return render.status_line(value)
 
         job = job_service.start(
             exec_.agent,
@@ -307,6 +326,7 @@ def terminal_tools(
             max_output_bytes=cap,
             session_id=session_id,
         )
+        started.append(job.id)
         return {"kind": "background", "jobId": job.id}
 
     send_tool = Tool(
@@ -487,9 +507,28 @@ def terminal_tools(
     return [open_tool, send_tool, read_tool, signal_tool, close_tool, list_tool, resize_tool]
 
 
+def _matched_notice(session_id: str, job_id: str, match: LineMatch) -> Notice:
+    """What the agent (and its MCP clients) hear when a background waitFor matched."""
+    line = match.line if len(match.line) <= 200 else match.line[:200] + "…"
+    return Notice(
+        kind="matched",
+        text=(
+            f"background job {job_id} on {session_id}: line {match.line_number} matched "
+            f"waitFor: {line!r}; the program keeps running"
+        ),
+        data={"sessionId": session_id, "jobId": job_id, "lineNumber": match.line_number},
+    )
+
+
 def _send_request_args(args: dict[str, Any], output_bytes: int) -> dict[str, Any]:
-    """Exactly one of ``text`` and ``keys``; ``submit`` goes with ``text`` only."""
-    common = {"timeout_ms": args.get("timeoutMs"), "max_bytes": output_bytes}
+    """Exactly one of ``text`` and ``keys``; ``submit`` goes with ``text`` only.
+
+    ``waitFor`` is compiled here, before anything is typed: a pattern that does not
+    compile refuses the whole send.
+    """
+    common: dict[str, Any] = {"timeout_ms": args.get("timeoutMs"), "max_bytes": output_bytes}
+    if "waitFor" in args:
+        common["wait_for"] = compile_line_pattern(args["waitFor"], "waitFor")
     keys = args.get("keys")
     if keys is None:
         if "text" not in args:

@@ -41,6 +41,23 @@ _SCREEN_SCHEMA: dict[str, Any] = {
     },
     "required": ["text", "cursor", "alternate"],
 }
+_LISTENING_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "description": (
+        "Sockets the session's processes listen on (TCP: address and port; a unix socket: "
+        "its path and port null), with the process holding each."
+    ),
+    "items": {
+        "type": "object",
+        "properties": {
+            "address": {"type": "string"},
+            "port": {"type": ["integer", "null"]},
+            "pid": {"type": "integer"},
+            "command": {"type": "string"},
+        },
+        "required": ["address", "port", "pid", "command"],
+    },
+}
 OPEN_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -73,6 +90,7 @@ SEND_SCHEMA: dict[str, Any] = {
             "properties": {"line": {"type": "string"}, "lineNumber": {"type": "integer"}},
             "required": ["line", "lineNumber"],
         },
+        "listening": _LISTENING_SCHEMA,
     },
     "required": ["kind"],
 }
@@ -126,6 +144,7 @@ LIST_SCHEMA: dict[str, Any] = {
                     "pid": {"type": "integer"},
                     "status": STATUS_SCHEMA,
                     "cwd": _NULLABLE_STRING,
+                    "listening": _LISTENING_SCHEMA,
                 },
                 "required": ["sessionId", "name", "type", "pid", "status", "cwd"],
             },
@@ -164,6 +183,8 @@ def send_value(result: SendResult) -> dict[str, Any]:
         value["alternateScreen"] = True
     if result.match is not None:
         value["match"] = result.match.to_wire()
+    if result.listening:
+        value["listening"] = [found.to_wire() for found in result.listening]
     return value
 
 
@@ -195,4 +216,6 @@ def snapshot_value(snapshot: Snapshot) -> dict[str, Any]:
         "cwd": snapshot.cwd,
     }
     value["name"] = snapshot.name
+    if snapshot.listening:
+        value["listening"] = [found.to_wire() for found in snapshot.listening]
     return value

@@ -43,6 +43,7 @@ from .types import (
     BackendSession,
     BackendSpawnContext,
     LineTailSession,
+    ListeningSession,
     MarkedBackend,
     ReadRequest,
     ReadResult,
@@ -521,6 +522,9 @@ class TerminalSessionService:
                 pid=e.session.pid,
                 status=e.session.status,
                 cwd=e.session.cwd(),
+                listening=(
+                    e.session.listening() if isinstance(e.session, ListeningSession) else ()
+                ),
             )
             for e in entries
         ]

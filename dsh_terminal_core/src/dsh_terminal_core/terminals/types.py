@@ -12,6 +12,7 @@ import attrs
 
 from ..cancel import Cancellation
 from ..linematch import LineMatch
+from ..provider.listening import Listener
 from ..secrets import Secret
 from ..signals import ALLOWED_SIGNALS
 
@@ -25,6 +26,7 @@ __all__ = [
     "BackendSession",
     "BackendSpawnContext",
     "LineTailSession",
+    "ListeningSession",
     "MarkedBackend",
     "ReadRequest",
     "ReadResult",
@@ -204,6 +206,8 @@ class SendResult:
     alternate_screen: bool = False
     #: The line that settled the send ``matched``.
     match: LineMatch | None = None
+    #: Sockets the session's processes began listening on after the input was written.
+    listening: tuple[Listener, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -238,6 +242,8 @@ class Snapshot:
     pid: int
     status: SessionStatus
     cwd: str | None
+    #: What the session's processes listen on now (backends that can tell).
+    listening: tuple[Listener, ...] = ()
 
 
 @runtime_checkable
@@ -333,6 +339,19 @@ class LineTailSession(Protocol):
         Lines already trimmed are skipped; the returned lines are contiguous and end just
         before the next cursor, so ``next - cursor - len(lines)`` lines were lost.
         """
+        ...
+
+
+@runtime_checkable
+class ListeningSession(Protocol):
+    """A backend session that can tell where its processes listen (SPEC §19.3).
+
+    An optional capability; :meth:`TerminalSessionService.list` carries it in each
+    :class:`Snapshot` (empty for sessions without it).
+    """
+
+    def listening(self) -> tuple[Listener, ...]:
+        """The sockets its foreground and background jobs listen on now."""
         ...
 
 
