@@ -263,3 +263,25 @@ async def test_http_wakes_every_client_of_the_identity_but_one_at_warning(
             assert loud_inbox.jobs == [first, second]
         assert await server.wait_exit() == 0
         assert await wait_all_gone(seen) == []
+
+
+async def test_a_background_wait_for_match_wakes_the_client_with_matched(tmp_path: Path) -> None:
+    inbox = Inbox()
+    seen: set[tuple[int, float]] = set()
+    with anyio.fail_after(TEST_BOUND_S):
+        async with stdio_session(tmp_path, inbox) as session:
+            sid = (await open_shell(session))["sessionId"]
+            text = "sleep 0.2; echo 'Listening on 127.0.0.1:9'; sleep 30"
+            started = await send(
+                session, sid, text, waitFor="^Listening on", run_in_background=True
+            )
+            job = started["jobId"]
+            _remember(seen)
+            # The match, then the job it completed: two events, in that order.
+            first, second = await inbox.wait_for(2)
+            data = _data(first)
+            assert (data["event"], data["sessionId"], data["jobId"]) == ("matched", sid, job)
+            assert "Listening on 127.0.0.1:9" in data["summary"]
+            assert_job_done(second, sid, job)
+            await call(session, "terminal_signal", {"sessionId": sid, "signal": "SIGINT"})
+        assert seen and await wait_all_gone(seen) == []
