@@ -4,10 +4,12 @@
 # installing into it) and with any other Python >= 3.11.
 #
 #   ./scripts/install.sh          the four distributions and the MCP extra
-#   ./scripts/install.sh --test   the same plus the gdb/MI consumer and the test tools
+#   ./scripts/install.sh --test   the same plus the gdb/MI consumer and the test tools,
+#                                 and LangChain's MCP adapters in `.venv-langchain`
 #
 # Every step prints one line; a failing step says what failed and what to install.
 # PYTHON=/path/to/python3.12 picks the interpreter used to create `.venv`.
+# SKIP_LANGCHAIN_ENV=1 leaves `.venv-langchain` out (its tests then skip).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,7 +24,7 @@ case "${1:-}" in
   "") ;;
   --test) mode=test ;;
   -h | --help)
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
     exit 0
     ;;
   *) fail "unknown option '$1' (use --test, or no option)" ;;
@@ -119,12 +121,33 @@ if command -v bwrap >/dev/null 2>&1; then
 fi
 
 # --- 5. the distributions ----------------------------------------------------------------
-pip_install() {
+pip_install_into() {
   # pip's own lines are the progress; bookkeeping lines (already satisfied, cache paths,
   # reinstalls) are dropped, errors and warnings always pass.
-  .venv/bin/python -m pip install --progress-bar off "$@" 2>&1 \
+  local venv=$1
+  shift
+  "$venv/bin/python" -m pip install --progress-bar off "$@" 2>&1 \
     | sed -u -E -e '/^Requirement already satisfied|: started$/d' \
       -e '/^ +(Created wheel|Stored in directory|Attempting uninstall|Found existing installation|Uninstalling|Successfully uninstalled)/d'
+}
+pip_install() { pip_install_into .venv "$@"; }
+
+# LangChain's MCP adapters pin mcp<2 and our [mcp] extra needs mcp>=2, so they cannot
+# share .venv: their tests (tests/integration/test_mcp_langchain.py) run them from an
+# environment of their own, holding only the adapters and their dependencies, that talks
+# to our server as a separate process. Not fatal: without it those tests skip and say why.
+langchain_env() {
+  local requirements=tests/integration/requirements-langchain.txt
+  if [ -x .venv-langchain/bin/python ] && new_enough .venv-langchain/bin/python \
+    && .venv-langchain/bin/python -m pip --version >/dev/null 2>&1; then
+    say "  LangChain's MCP adapters: reusing .venv-langchain (they pin mcp<2, so not in .venv)"
+  else
+    say "  LangChain's MCP adapters: creating .venv-langchain (they pin mcp<2, so not in .venv)"
+    rm -rf .venv-langchain
+    "$python" -m venv .venv-langchain || return 1
+  fi
+  pip_install_into .venv-langchain -r "$requirements" || return 1
+  .venv-langchain/bin/python -c 'import langchain_mcp_adapters.client' || return 1
 }
 if [ "$mode" = test ]; then
   say "[5/5] installing the distributions and the test tools into .venv (pip, ~1 min on first run)"
@@ -157,6 +180,16 @@ if [ "$mode" = test ]; then
     fi
   fi
   pip_install -r requirements-dev.txt || fail "pip could not install requirements-dev.txt (see above)"
+  if [ -n "${SKIP_LANGCHAIN_ENV:-}" ]; then
+    say "  LangChain's MCP adapters: skipped (SKIP_LANGCHAIN_ENV); their tests will be skipped"
+  else
+    started=$SECONDS
+    if langchain_env; then
+      say "  LangChain's MCP adapters: .venv-langchain ready in $((SECONDS - started)) s"
+    else
+      say "  could not build .venv-langchain (see above; no network?): the LangChain tests will be skipped"
+    fi
+  fi
   say "done. Run the tests with: .venv/bin/python -m pytest"
 else
   say "[5/5] installing the four distributions into .venv (pip, ~30 s on first run)"
