@@ -104,7 +104,7 @@ async def test_man_page_reads_as_text_in_a_line_session() -> None:
         viewport = sent.value["viewport"]
         assert "NAME" in viewport and "SYNOPSIS" in viewport
         assert "NNAAMMEE" not in viewport and "\b" not in viewport
-        read = await h.call_tool(agent, "terminal_read", {"sessionId": sid, "offset": 0})
+        read = await h.call_tool(agent, "terminal_read", {"sessionId": sid, "offset": 1})
         assert "NAME" in read.value["text"] and "\b" not in read.value["text"]
         await agent.dispose()
 

@@ -36,7 +36,12 @@ def _instances(schema: dict[str, Any], rng: random.Random, count: int) -> list[d
 async def test_every_registered_tool_schema_compiles_and_never_accepts_more() -> None:
     rng = random.Random(1919)
     async with Harness(config=full_access()) as h:
-        schemas = h.tool_schemas()
+        # The schemas as their authors wrote them, which the registry compiles (clients
+        # are offered the published form, whose nulls the registry drops first).
+        schemas = [
+            {"name": name, "parameters": h.ctx.tools.get(name).parameters}
+            for name in h.ctx.tools.names()
+        ]
     assert len(schemas) >= 10
     accepted = 0
     for tool in schemas:

@@ -398,7 +398,7 @@ async def test_two_tokens_never_see_each_others_sessions(tmp_path: Path) -> None
             assert value_of(await call(b, "terminal_list", {})) == {"sessions": []}
             attempts: list[tuple[str, dict[str, Any]]] = [
                 ("terminal_read", {"sessionId": sid}),
-                ("terminal_read", {"sessionId": sid, "offset": 0, "count": 500}),
+                ("terminal_read", {"sessionId": sid, "offset": 1, "count": 500}),
                 ("terminal_send", {"sessionId": sid, "text": "echo pwned"}),
                 ("terminal_signal", {"sessionId": sid, "signal": "SIGINT"}),
                 ("terminal_close", {"sessionId": sid}),

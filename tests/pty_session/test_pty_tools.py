@@ -84,8 +84,9 @@ async def test_echo_round_trip_open_send_tail_close(kind: str) -> None:
         assert await ok(h, agent, "pty_close", {"id": sid}) == {"closed": False}
         if registry is not None:
             kinds = [call for call, _ in registry.calls]
-            assert kinds[:3] == ["spawn", "start_send", "start_send"]
-            assert "get_session" in kinds and "kill" in kinds
+            # pty_send asks the status first: a send to an exited session is refused.
+            assert kinds[:4] == ["spawn", "start_send", "get_session", "start_send"]
+            assert "kill" in kinds
             assert registry.closed == [sid]
 
 

@@ -327,6 +327,8 @@ def invalid_args(schema: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
             name = draw(st.sampled_from(sorted(props)))
             own = props[name].get("type")
             allowed = {own} | ({"integer", "number"} if own == "number" else set())
+            if name not in required:
+                allowed.add("null")  # an optional argument given as null is left out
             kind = draw(st.sampled_from([t for t in JSON_TYPES if t not in allowed]))
             args[name] = draw(json_value(kind))
         else:
@@ -363,9 +365,15 @@ def _out_of_range(prop: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 
 def _schemas() -> dict[str, dict[str, Any]]:
+    """Each tool's schema as its author wrote it, which the registry checks arguments by.
+
+    Clients are offered it with every optional argument also nullable (null means left
+    out, see ``dsh_terminal_core.toolschema``), so a null there breaks nothing.
+    """
+
     async def collect() -> dict[str, dict[str, Any]]:
         async with Harness(config=full_access()) as h:
-            return {s["name"]: s["parameters"] for s in h.tool_schemas()}
+            return {name: dict(h.ctx.tools.get(name).parameters) for name in h.ctx.tools.names()}
 
     return asyncio.run(collect())
 

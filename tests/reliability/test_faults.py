@@ -106,7 +106,7 @@ async def test_shell_killed_from_outside_during_a_send_settles_session_exit() ->
 
         # The dead session answers every operation with a stable outcome, never a hang.
         again = await h.call_tool(agent, "terminal_send", {"sessionId": dead, "text": "echo x"})
-        assert again.value["waitReason"] == "session_exit"
+        assert again.text.startswith("error [SESSION_EXITED]"), again.text
         refused = await h.call_tool(
             agent, "terminal_signal", {"sessionId": dead, "signal": "SIGINT"}
         )

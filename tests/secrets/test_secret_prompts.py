@@ -156,7 +156,6 @@ async def test_secret_is_exclusive_with_text_and_well_formed(
             {"sessionId": "pty-1", "secret": {"name": "token", "ask": "why"}},
             {"sessionId": "pty-1", "secret": {}},
             {"sessionId": "pty-1", "secret": {"value": TOKEN}},
-            {"sessionId": "pty-1"},
         ]
         for args in bad:
             result = await h.call_tool(agent, "terminal_send", args)

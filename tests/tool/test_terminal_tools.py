@@ -57,8 +57,11 @@ async def test_open_send_read_list_close_values_and_text(tmp_path: Path) -> None
         read = await h.call_tool(
             agent, "terminal_read", {"sessionId": sid, "offset": 1, "count": 3}
         )
-        assert set(read.value) == {"text", "totalLines", "lineBegin", "lineEnd", "truncated"}
+        assert set(read.value) == {
+            "text", "totalLines", "lineBegin", "lineEnd", "truncated", "more"
+        }  # fmt: skip
         assert (read.value["lineBegin"], read.value["lineEnd"]) == (1, 3)  # 1-based, inclusive
+        assert read.value["more"] == {"offset": 4}  # the text's paging hint, as a field
         assert read.text.startswith(f"[{sid} lines 1-3 of {read.value['totalLines']}]")
         assert read.text.endswith("[more: terminal_read offset=4]")
         assert len(read.value["text"].split("\n")) == 3
@@ -132,8 +135,8 @@ async def test_background_send_job_output_and_completion_notice() -> None:
         assert all(f"tick-{i}" in collected for i in (1, 2, 3))
         assert collected.count("tick-1\n") == 1  # incremental: nothing resent
         assert "exit code 0" in out.value["result"]
-        notices = agent.drain_notices()
-        assert [n.data["jobId"] for n in notices] == [job]
+        # job_output reported the end, so the end notice is not repeated to the agent.
+        assert [n.data.get("jobId") for n in agent.drain_notices()] == []
         other = h.create_agent("b")
         foreign = await h.call_tool(other, "job_output", {"jobId": job})
         assert foreign.is_error and "FOREIGN_JOB" in foreign.text
@@ -235,11 +238,10 @@ async def test_every_result_is_capped_on_code_points(cap: int) -> None:
         ("terminal_open", {"type": 7}, "'type' must be of type string"),
         ("terminal_open", {"screen": "yes"}, "'screen' must be of type boolean"),
         ("terminal_open", {"rows": 1}, "'rows' must be >= 2"),
-        ("terminal_send", {"sessionId": "pty-1"}, "needs text (or keys"),
         ("terminal_send", {"sessionId": "pty-1", "keys": []}, "'keys': [] should be non-empty"),
         ("terminal_send", {"sessionId": "pty-1", "text": 7}, "'text' must be of type string"),
         ("terminal_signal", {"sessionId": "pty-1", "signal": "SIGUSR1"}, "must be one of"),
-        ("terminal_read", {"sessionId": "pty-1", "offset": -1}, "'offset' must be >= 0"),
+        ("terminal_read", {"sessionId": "pty-1", "offset": 0}, "'offset' must be >= 1"),
         ("terminal_read", {"sessionId": "pty-1", "count": 0}, "'count' must be >= 1"),
         (
             "terminal_send",

@@ -34,13 +34,16 @@ from dsh_terminal_core import (
     owner_not_live,
 )
 from dsh_terminal_core.linematch import LineMatcher, compile_line_pattern
-from dsh_terminal_core.terminals import SendRequest, SpawnRequest
+from dsh_terminal_core.terminals import SendRequest, SessionStatus, SpawnRequest
 
 from .config import PtySessionConfig
 from .quoting import export_line
 from .types import LineWaitSession, PtyOpened, PtyRegistry, PtySent, PtyTail, PtyWaited, WaitEnd
 
-__all__ = ["PtySessionService"]
+__all__ = ["OPENED_BY", "PtySessionService"]
+
+#: What ``terminal_list`` says opened a session this facade opened, unless told otherwise.
+OPENED_BY = "pty"
 
 # Refusals that mean "there is nothing left to close" during cleanup.
 _GONE = frozenset({"NO_SESSION", "OWNER_NOT_LIVE", "SERVICE_DISPOSING"})
@@ -93,10 +96,14 @@ class PtySessionService:
         owner: Agent,
         request: Mapping[str, Any],
         cancel: Cancellation | None = None,
+        *,
+        opened_by: str = OPENED_BY,
     ) -> PtyOpened:
         """Start a ``backend_type`` session, export ``env``, and run ``command`` in it.
 
         ``request`` holds ``command`` (required), ``cwd`` and ``env`` (NAME -> value).
+        ``opened_by`` is what ``terminal_list`` says opened it: ``"pty"``, or a consumer's
+        own name (``"ssh"``), so a model listing its sessions knows which tools drive one.
         Everything is validated before a session exists, so a bad request leaves nothing
         behind and sends nothing. Once spawned, any failure — a refused send, the caller's
         cancellation (token or task), the facade being disposed — closes the session again
@@ -128,7 +135,9 @@ class PtySessionService:
         self._hook(owner)
 
         spawned = await self._terminals.spawn(
-            owner, SpawnRequest(type=self._config.backend_type, cwd=cwd), cancel
+            owner,
+            SpawnRequest(type=self._config.backend_type, cwd=cwd, opened_by=opened_by),
+            cancel,
         )
         session_id = spawned.session_id
         self._sessions[session_id] = _Tracked(owner=owner, opened=True)
@@ -215,6 +224,14 @@ class PtySessionService:
                 await finish_shielded(op.cancel())
             raise
         return PtySent(delta=result.viewport, status=result.session_status)
+
+    def status(self, owner: Agent, session_id: str) -> SessionStatus:
+        """The session's status now (``NO_SESSION``/``FOREIGN_SESSION`` as every call).
+
+        A send to a session whose status is ``exited`` types into nothing: its result
+        only says so. The ``pty_send`` tool asks first and refuses such a send.
+        """
+        return self._terminals.get_session(owner, session_id).status
 
     # -- tail -----------------------------------------------------------------------------
 

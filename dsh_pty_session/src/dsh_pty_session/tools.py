@@ -5,6 +5,10 @@ calling agent as owner, so a model and a plugin share one cursor and one set of 
 The service is looked up on every call rather than captured at registration, which lets
 a host or a test replace services (e.g. the ``terminals`` registry under the facade)
 before first use.
+
+The registry under the facade also serves the ``terminal_*`` tools, and its refusals
+advise those (``terminal_list shows the open ones``). A model holding only the ``pty_*``
+tools is told what to do with them instead (:func:`_for_pty`).
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
+from dsh_terminal_core.errors import ErrorCode, TerminalError
 from dsh_terminal_core.terminals import STATUS_SCHEMA, status_text
-from dsh_terminal_core.tools import Tool, ToolExec
+from dsh_terminal_core.tools import Execute, Tool, ToolExec
 
 from .service import PtySessionService
 
@@ -59,6 +64,50 @@ _ID = {
     "description": "Session id from pty_open.",
 }
 
+# What to do next, said with the pty_* tools, for the refusals whose advice names others.
+_PTY_ADVICE: dict[str, str] = {
+    ErrorCode.NO_SESSION: "pty_open starts a session and returns its id",
+    ErrorCode.SESSION_LIMIT: "close sessions you no longer need with pty_close",
+    ErrorCode.SESSION_EXITED: "pty_tail still returns its last lines; pty_close it and "
+    "pty_open a new one",
+}
+
+
+def _for_pty(exc: TerminalError, session_id: object) -> TerminalError:
+    """``exc`` as a ``pty_*`` caller should read it: the same code and fact, pty advice.
+
+    ``SEND_ACTIVE`` comes from the backend with its advice written into the message
+    (``interrupt it with terminal_signal``), and there is no pty tool to interrupt
+    with, so its whole message is the pty one. Other refusals pass unchanged.
+    """
+    if exc.code == ErrorCode.SEND_ACTIVE:
+        return TerminalError(
+            f"session {session_id} is still busy with another send",
+            exc.code,
+            advice="wait for that pty_send to return; pty_close ends the session and "
+            "everything running in it",
+        )
+    advice = _PTY_ADVICE.get(exc.code)
+    if advice is None:
+        return exc
+    fact = exc.fact if exc.advice is not None else exc.message
+    return TerminalError(fact, exc.code, advice=advice)
+
+
+def _pty_errors(execute: Execute) -> Execute:
+    """Run ``execute``, giving its session refusals pty advice (:func:`_for_pty`)."""
+
+    async def run(args: dict[str, Any], exec_: ToolExec) -> Any:
+        try:
+            return await execute(args, exec_)
+        except TerminalError as exc:
+            advised = _for_pty(exc, args.get("id"))
+            if advised is exc:
+                raise
+            raise advised from exc
+
+    return run
+
 
 def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
     """Build ``pty_open``, ``pty_send``, ``pty_tail`` and ``pty_close`` over ``pty()``."""
@@ -70,7 +119,17 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
         return (await pty().open(exec_.agent, args, exec_.cancel)).to_wire()
 
     async def send(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
-        return (await pty().send(exec_.agent, args["id"], args, exec_.cancel)).to_wire()
+        service = pty()
+        # Refused like terminal_send: an exited session has nothing to type into. A send
+        # in flight when its program exits still returns, with status exited.
+        status = service.status(exec_.agent, args["id"])
+        if status.kind == "exited":
+            raise TerminalError(
+                f"session {args['id']} has {status_text(status.to_wire())}; nothing was sent",
+                ErrorCode.SESSION_EXITED,
+                advice=_PTY_ADVICE[ErrorCode.SESSION_EXITED],
+            )
+        return (await service.send(exec_.agent, args["id"], args, exec_.cancel)).to_wire()
 
     async def tail(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
         return pty().tail(exec_.agent, args["id"], args.get("lines")).to_wire()
@@ -116,7 +175,7 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
                 "required": ["command"],
                 "additionalProperties": False,
             },
-            execute=open_,
+            execute=_pty_errors(open_),
             output_schema=OPEN_SCHEMA,
             render=render_open,
             finalize=finalize,
@@ -137,7 +196,7 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
                 "required": ["id", "data"],
                 "additionalProperties": False,
             },
-            execute=send,
+            execute=_pty_errors(send),
             output_schema=SEND_SCHEMA,
             render=render_send,
             finalize=finalize,
@@ -158,7 +217,7 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
                 "required": ["id"],
                 "additionalProperties": False,
             },
-            execute=tail,
+            execute=_pty_errors(tail),
             output_schema=TAIL_SCHEMA,
             render=render_tail,
             finalize=finalize,
@@ -174,7 +233,7 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
                 "required": ["id"],
                 "additionalProperties": False,
             },
-            execute=close,
+            execute=_pty_errors(close),
             output_schema=CLOSE_SCHEMA,
             render=render_close,
             finalize=finalize,

@@ -104,6 +104,14 @@ class Notice:
     text: str
     data: dict[str, object] = attrs.field(factory=dict)
 
+    def to_wire(self) -> dict[str, object]:
+        """``{kind, text, ...}`` with the data's JSON scalars: as a result's ``notices`` has it."""
+        wire: dict[str, object] = {"kind": self.kind, "text": self.text}
+        for key, value in self.data.items():
+            if key not in wire and (value is None or isinstance(value, (str, int, float, bool))):
+                wire[key] = value
+        return wire
+
 
 class Agent:
     """An owner identity. Compare with ``is``; ``id`` is only a label."""
@@ -179,3 +187,15 @@ class Agent:
         """Return and clear the queued notices, oldest first."""
         notices, self._notices = self._notices, []
         return notices
+
+    def withdraw_notices(self, stale: Callable[[Notice], bool]) -> int:
+        """Drop the queued notices ``stale`` selects; return how many were dropped.
+
+        For news the agent has had another way, so the next turn does not repeat it
+        (``job_output`` that reports a job's end withdraws that job's end notice).
+        Listeners already had them; that is not undone.
+        """
+        kept = [notice for notice in self._notices if not stale(notice)]
+        dropped = len(self._notices) - len(kept)
+        self._notices = kept
+        return dropped

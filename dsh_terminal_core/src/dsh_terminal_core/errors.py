@@ -148,10 +148,22 @@ class UnsupportedPlatform(DshError):
 
 
 class TerminalError(DshError):
-    """A session operation was refused; ``code`` says why and never changes."""
+    """A session operation was refused; ``code`` says why and never changes.
 
-    def __init__(self, message: str, code: str) -> None:
-        super().__init__(message, code)
+    ``advice`` is the part of the message that names what to do next with which tool
+    (``terminal_list shows the open ones``). It is kept apart from the fact (``fact``)
+    because the registry serves several surfaces: a surface whose tools differ (the
+    ``pty_*`` tools) gives the same refusal with its own advice (:meth:`advised`).
+    """
+
+    def __init__(self, message: str, code: str, *, advice: str | None = None) -> None:
+        super().__init__(f"{message}; {advice}" if advice else message, code)
+        self.fact = message
+        self.advice = advice
+
+    def advised(self, advice: str) -> TerminalError:
+        """The same refusal (code and fact) with ``advice`` in place of this one's."""
+        return TerminalError(self.fact, self.code, advice=advice)
 
 
 class SandboxUnavailable(TerminalError):

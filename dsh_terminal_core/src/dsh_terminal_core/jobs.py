@@ -27,6 +27,8 @@ from .textbounds import TailBuffer
 __all__ = ["Job", "JobError", "JobHandle", "JobOutput", "JobService"]
 
 JobStatus = Literal["running", "completed", "failed", "killed"]
+#: The kind of the notice a job's end sends its owner.
+JOB_FINISHED = "job_finished"
 KillHook = Callable[[], Awaitable[None] | None]
 
 
@@ -211,7 +213,7 @@ class JobService:
                     data["sessionId"] = job.session_id
                 job.owner.notify(
                     Notice(
-                        kind="job_finished",
+                        kind=JOB_FINISHED,
                         text=f"background job {job.id} ({job.title}) {job.status}; "
                         f"collect its output with job_output",
                         data=data,
@@ -229,7 +231,12 @@ class JobService:
     async def read(
         self, owner: Agent, job_id: str, *, wait: bool = False, timeout_ms: int | None = None
     ) -> JobOutput:
-        """New output of the job; with ``wait``, first wait for it to end (bounded)."""
+        """New output of the job; with ``wait``, first wait for it to end (bounded).
+
+        A read that reports the job's end withdraws the owner's queued ``job_finished``
+        notice of this job: the reader has the news, and the next result would only
+        repeat it.
+        """
         job = self.get(owner, job_id)
         if timeout_ms is not None and timeout_ms < 0:
             raise InvalidArgument("timeout_ms must be >= 0")
@@ -237,7 +244,12 @@ class JobService:
             timeout = (timeout_ms if timeout_ms is not None else 30000) / 1000
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(job.finished.wait(), timeout)
-        return job.take()
+        output = job.take()
+        if output.status != "running":
+            owner.withdraw_notices(
+                lambda n: n.kind == JOB_FINISHED and n.data.get("jobId") == job.id
+            )
+        return output
 
     async def kill(self, owner: Agent, job_id: str) -> bool:
         """Ask the job to stop; True when it was running. Its output stays readable."""

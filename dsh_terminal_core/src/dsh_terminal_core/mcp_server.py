@@ -44,7 +44,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from .agents import Agent
+from .agents import Agent, Notice
 from .errors import DisposeError, DshError
 from .harness import Harness
 from .mcp_secrets import PAGE_VALID_S, SecretPages, ask_by_url
@@ -348,30 +348,33 @@ def _build_server(harness: Harness, agent_of: AgentOf, pages: SecretPages) -> Se
 
 
 def to_call_result(
-    text: str, value: object, is_error: bool, notices: list[str] | None = None
+    text: str, value: object, is_error: bool, notices: list[Notice] | None = None
 ) -> mcp_types.CallToolResult:
     """Map one tool result onto MCP: text content, structured content, the error flag.
 
     Structured content must be a JSON object in MCP, so other values (lists, strings)
     travel only as text. Notices queued for the agent since its previous call (a
-    background job finished) follow as a second text block: an MCP client has no other
-    way to show them to the model, and keeping them separate leaves the tool's own text
-    exactly as the tool bounded it.
+    background job finished) follow as a second text block of ``[notice]`` lines, which
+    leaves the tool's own text exactly as the tool bounded it; and, for a result with
+    structured content, as its ``notices`` list too (every output schema declares it),
+    because some clients (pydantic-ai) hand their model only the structured content
+    when every block is text. An error has no structured content: its notices reach the
+    model in the text.
     """
     import mcp_types as types
 
     content: list[types.ContentBlock] = [types.TextContent(type="text", text=text)]
+    structured = value if isinstance(value, dict) else None
     if notices:
-        content.append(types.TextContent(type="text", text="\n".join(notices)))
-    return types.CallToolResult(
-        content=content,
-        structured_content=value if isinstance(value, dict) else None,
-        is_error=is_error,
-    )
+        lines = "\n".join(f"[notice] {notice.text}" for notice in notices)
+        content.append(types.TextContent(type="text", text=lines))
+        if structured is not None:
+            structured = {**structured, "notices": [notice.to_wire() for notice in notices]}
+    return types.CallToolResult(content=content, structured_content=structured, is_error=is_error)
 
 
-def _notices(agent: Agent) -> list[str]:
-    return [f"[notice] {notice.text}" for notice in agent.drain_notices()]
+def _notices(agent: Agent) -> list[Notice]:
+    return agent.drain_notices()
 
 
 def _version() -> str:

@@ -1,8 +1,10 @@
 """Tools: named, schema-checked async operations an agent can call.
 
 Arguments are validated against the tool's JSON schema before ``execute`` runs, so a
-tool body never sees an unknown key or a wrong type. Every outcome becomes a
-:class:`ToolResult`; failures render as ``error [CODE]: message``.
+tool body never sees an unknown key or a wrong type. Clients are offered the schema in
+its portable form (:mod:`.toolschema`): an optional argument may also be ``null``, which
+means the same as leaving it out, and is removed before the tool sees its arguments.
+Every outcome becomes a :class:`ToolResult`; failures render as ``error [CODE]: message``.
 """
 
 from __future__ import annotations
@@ -17,16 +19,41 @@ import jsonschema
 from .cancel import Cancellation
 from .errors import DshError, InvalidArgument, ToolNotFound
 from .schemacheck import Check, compile_check
+from .toolschema import NullDropper, null_dropper, published
 
 if TYPE_CHECKING:
     from .agents import Agent
     from .secrets import SecretAsker
 
-__all__ = ["Tool", "ToolExec", "ToolRegistry", "ToolResult", "render_error"]
+__all__ = ["NOTICES_SCHEMA", "Tool", "ToolExec", "ToolRegistry", "ToolResult", "render_error"]
 
 Execute = Callable[[dict[str, Any], "ToolExec"], Awaitable[Any]]
 Render = Callable[[dict[str, Any], Any], str]
 Finalize = Callable[[str], str]
+
+#: The ``notices`` a result's value may carry: what happened for the agent since its
+#: previous call (a background job ended, a waitFor matched), each as ``{kind, text}``
+#: plus the notice's data. The MCP server adds them (the same notices it renders as
+#: ``[notice]`` lines), because some clients hand their model only the structured value.
+NOTICES_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "description": (
+        "What happened for you since your previous call (e.g. a background job ended), "
+        "oldest first; the same as the [notice] lines of the text."
+    ),
+    "items": {
+        "type": "object",
+        "properties": {
+            "kind": {"type": "string"},
+            "text": {"type": "string"},
+            "sessionId": {"type": ["string", "null"]},
+            "jobId": {"type": "string"},
+            "status": {"type": "string"},
+            "lineNumber": {"type": "integer"},
+        },
+        "required": ["kind", "text"],
+    },
+}
 
 
 @attrs.frozen(kw_only=True)
@@ -57,7 +84,10 @@ class Tool:
 
     ``output_schema`` is the JSON schema of the value a successful call returns (an
     object); MCP clients receive it as the tool's ``outputSchema`` and check results
-    against it.
+    against it. :meth:`schema` declares ``notices`` in it for every tool.
+
+    ``parameters`` is the schema as the author writes it; :meth:`schema` offers it in
+    the portable form (:func:`.toolschema.published`), optional arguments nullable.
     """
 
     name: str
@@ -70,13 +100,16 @@ class Tool:
     output_schema: Mapping[str, Any] | None = None
 
     def schema(self) -> dict[str, Any]:
+        """``{name, description, parameters, outputSchema?}`` as clients are offered them."""
         schema = {
             "name": self.name,
             "description": self.description,
-            "parameters": dict(self.parameters),
+            "parameters": published(self.parameters),
         }
         if self.output_schema is not None:
-            schema["outputSchema"] = dict(self.output_schema)
+            output = dict(self.output_schema)
+            output["properties"] = {**output.get("properties", {}), "notices": NOTICES_SCHEMA}
+            schema["outputSchema"] = output
         return schema
 
 
@@ -162,6 +195,7 @@ class ToolRegistry:
             # schema; anything it does not accept gets the full validator's verdict.
             check=compile_check(tool.parameters),
             validator=validator_cls(tool.parameters),
+            drop_nulls=null_dropper(tool.parameters),
         )
         self._entries[tool.name] = entry
 
@@ -222,12 +256,20 @@ class _Registered:
     tool: Tool
     check: Check | None
     validator: jsonschema.protocols.Validator
+    drop_nulls: NullDropper | None
 
 
 def _checked(entry: _Registered, args: object) -> dict[str, Any]:
-    """``args`` if the tool's schema accepts them; INVALID_ARGUMENT naming what is wrong."""
+    """``args`` if the tool's schema accepts them; INVALID_ARGUMENT naming what is wrong.
+
+    Optional arguments given as null are removed first: the published schema offers
+    null for them, meaning "left out" (what a strict-mode model sends for each argument
+    it does not use).
+    """
     if not isinstance(args, dict):
         raise InvalidArgument(f"arguments must be a JSON object, got {_json_type(args)}")
+    if entry.drop_nulls is not None:
+        args = entry.drop_nulls(args)
     check = entry.check
     if check is not None and check(args):
         return args

@@ -123,9 +123,8 @@ def render_read(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
     if value["truncated"]:
         head += "; part of the range was trimmed or cut to the size limit"
     head += "]\n"
-    tail = ""
-    if end < total:
-        tail = f"\n[more: terminal_read offset={max(end, begin - 1) + 1}]"
+    more = value.get("more")
+    tail = f"\n[more: terminal_read offset={more['offset']}]" if more else ""
     return cap_text(value["text"], max_bytes, prefix=head, suffix=tail, keep="head")
 
 
@@ -145,9 +144,12 @@ def render_list(value: dict[str, Any], max_bytes: int) -> str:
     lines = []
     for s in sessions:
         name = f" ({s['name']})" if s.get("name") else ""
+        # Sessions terminal_open made are the usual case; the others say where they came from.
+        opener = s.get("openedBy")
+        origin = f" opened by {opener}" if opener and opener != "terminal" else ""
         lines.append(
             f"{s['sessionId']}{name} [type: {s['type']}] pid {s['pid']} "
-            f"{status_text(s['status'])} cwd {s.get('cwd') or '?'}"
+            f"{status_text(s['status'])} cwd {s.get('cwd') or '?'}{origin}"
             + (f" listening {listening_text(s['listening'])}" if s.get("listening") else "")
         )
     return cap_text("\n".join(lines), max_bytes, keep="head")

@@ -7,8 +7,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from dsh_terminal_core.errors import InvalidArgument, TerminalError
 from dsh_terminal_core.agents import Notice
+from dsh_terminal_core.errors import InvalidArgument, TerminalError
 from dsh_terminal_core.linematch import MAX_PATTERN_CHARS, LineMatch, compile_line_pattern
 from dsh_terminal_core.resultcap import cap_text
 from dsh_terminal_core.secrets import Secret, SecretAsk, SecretsService
@@ -23,6 +23,7 @@ from dsh_terminal_core.terminals import (
     SendRequest,
     SpawnRequest,
     TerminalSessionService,
+    status_text,
 )
 from dsh_terminal_core.tools import Tool, ToolExec
 from dsh_terminal_core.wiring import kept_resolution
@@ -38,6 +39,8 @@ __all__ = ["MAX_SEND_CHARS", "terminal_tools"]
 MAX_SEND_CHARS = 1_000_000
 
 DEFAULT_TYPE = "shell"
+# What terminal_list says opened the sessions these tools open.
+OPENED_BY = "terminal"
 # Bytes of a result kept for what surrounds the output: the status line of a send, the
 # page header and the "more" line of a read.
 _METADATA_ROOM = 512
@@ -93,6 +96,7 @@ def terminal_tools(
                 screen=args.get("screen", False),
                 rows=args.get("rows"),
                 cols=args.get("cols"),
+                opened_by=OPENED_BY,
             ),
             exec_.cancel,
         )
@@ -154,7 +158,11 @@ def terminal_tools(
         "text": {
             "type": "string",
             "maxLength": MAX_SEND_CHARS,
-            "description": "Text to type into the terminal.",
+            "description": (
+                "Text to type into the terminal. Give at most one of text, keys and "
+                "secret; with none of them nothing is typed and the call only waits "
+                "for the running command to settle (e.g. a long build)."
+            ),
         },
         "secret": {
             "type": "object",
@@ -162,28 +170,30 @@ def terminal_tools(
                 "Instead of text, at a password prompt (inputHidden=true): the harness types "
                 "a secret you never see, then Enter. {name} takes a named secret the "
                 "operator configured; {ask: why} asks the person at the client to type it "
-                "into a page in their browser."
+                "into a page in their browser. Exactly one of name and ask."
             ),
             "properties": {
                 "name": {"type": "string", "minLength": 1, "maxLength": 256},
                 "ask": {"type": "string", "minLength": 1, "maxLength": 1000},
             },
-            "minProperties": 1,
-            "maxProperties": 1,
+            # Exactly one of the two: said here, enforced by the tool (a count keyword
+            # would count the nulls a strict-mode client sends for the other).
             "additionalProperties": False,
         },
         "submit": {
             "type": "boolean",
-            "description": "Press Enter after the text (default true). false sends the exact text.",
+            "description": (
+                "Press Enter after the text (default true with text; without text, true "
+                "presses Enter alone). false sends the exact text."
+            ),
         },
         "timeoutMs": {
             "type": "integer",
             "minimum": 1,
             "description": (
                 "Time limit for this send in milliseconds (default 30000; at most the "
-                "backend's max_timeout_ms, 600000 by default). With text '' and "
-                "submit=false nothing is typed: the call waits for the running command, "
-                "e.g. a long build, to settle."
+                "backend's max_timeout_ms, 600000 by default), also for a send that "
+                "only waits (no text, keys or secret)."
             ),
         },
         "keys": {
@@ -227,6 +237,7 @@ def terminal_tools(
         if "secret" in args:
             return await _send_secret(args, exec_)
         request_args = _send_request_args(args, output_bytes)
+        _refuse_exited(terminals(), exec_, args["sessionId"])
         if background:
             return _send_in_background(exec_, args["sessionId"], request_args)
         request = SendRequest(cancel=exec_.cancel, **request_args)
@@ -250,9 +261,15 @@ def terminal_tools(
                 f"secret cannot be combined with {', '.join(others)}: the secret is typed "
                 "alone, followed by Enter; nothing was sent"
             )
+        if len(spec) != 1:
+            raise InvalidArgument(
+                'secret takes exactly one of name and ask, e.g. {"name": "db"} or '
+                '{"ask": "the database password"}; nothing was sent'
+            )
         session_id = args["sessionId"]
         if "name" in spec:
             secret = await _named_secret(spec["name"], exec_)
+            _refuse_exited(terminals(), exec_, session_id)
         else:
             secret = await _asked_secret(session_id, spec["ask"], exec_)
         op = terminals().start_send(
@@ -293,6 +310,8 @@ def terminal_tools(
                 "URL-mode elicitation can); use a named secret; nothing was sent",
                 "NO_SECRET",
             )
+        # Before a person is asked for anything: an exited shell cannot take the secret.
+        _refuse_exited(terminals(), exec_, session_id)
         # Ask only while the prompt is there; the write checks again afterwards.
         prompt = terminals().hidden_prompt(exec_.agent, session_id)
         return await ask(SecretAsk(session_id=session_id, prompt=prompt, reason=reason))
@@ -337,7 +356,9 @@ def terminal_tools(
             "time limit passes. Returns the output (viewport) and waitReason: only "
             "'stdin_read' means the terminal is waiting for input; 'inferred_idle' and "
             "'timeout' do not prove the command finished. exitCode is the shell's $? when "
-            "the shell prompt came back. inputHidden=true means a hidden (password) prompt."
+            "the shell prompt came back. inputHidden=true means a hidden (password) prompt. "
+            "With no text, keys or secret nothing is typed: the call only waits for the "
+            "running command to settle."
         ),
         parameters={
             "type": "object",
@@ -362,7 +383,7 @@ def terminal_tools(
             exec_.agent,
             args["sessionId"],
             ReadRequest(
-                offset=max(args.get("offset", 1) - 1, 0),
+                offset=args.get("offset", 1) - 1,
                 count=args.get("count", 500),
                 max_bytes=output_bytes,
             ),
@@ -382,9 +403,10 @@ def terminal_tools(
                 "sessionId": _SESSION_ID,
                 "offset": {
                     "type": "integer",
-                    "minimum": 0,
+                    "minimum": 1,
                     "description": (
-                        "First line to read, numbered from 1 (default 1, the oldest line)."
+                        "First line to read, numbered from 1 (default 1, the oldest line); "
+                        "a result's more.offset is where the next page starts."
                     ),
                 },
                 "count": {
@@ -507,6 +529,25 @@ def terminal_tools(
     return [open_tool, send_tool, read_tool, signal_tool, close_tool, list_tool, resize_tool]
 
 
+def _refuse_exited(terminals: TerminalSessionService, exec_: ToolExec, session_id: str) -> None:
+    """``SESSION_EXITED`` for a send to a session whose shell has exited: nothing to type into.
+
+    Checked before anything is typed or a job is started, as ``terminal_resize`` and
+    ``terminal_signal`` refuse. A send already in flight when the shell dies still
+    settles with ``waitReason`` ``session_exit``.
+    """
+    status = terminals.get_session(exec_.agent, session_id).status
+    if status.kind == "exited":
+        raise TerminalError(
+            f"session {session_id} has {status_text(status.to_wire())}; nothing was sent",
+            "SESSION_EXITED",
+            advice=(
+                "terminal_read still shows its output; terminal_close it and "
+                "terminal_open a new one"
+            ),
+        )
+
+
 def _matched_notice(session_id: str, job_id: str, match: LineMatch) -> Notice:
     """What the agent (and its MCP clients) hear when a background waitFor matched."""
     line = match.line if len(match.line) <= 200 else match.line[:200] + "…"
@@ -532,7 +573,9 @@ def _send_request_args(args: dict[str, Any], output_bytes: int) -> dict[str, Any
     keys = args.get("keys")
     if keys is None:
         if "text" not in args:
-            raise InvalidArgument("terminal_send needs text (or keys, or a secret)")
+            # Nothing to type: wait. Enter only when asked for (submit=true), since an
+            # unasked Enter could answer a prompt such as "Proceed? [Y/n]".
+            return {"text": "", "submit": args.get("submit", False), **common}
         return {"text": args["text"], "submit": args.get("submit", True), **common}
     if "text" in args or "submit" in args:
         raise InvalidArgument("send either text (with submit) or keys, not both")

@@ -106,6 +106,15 @@ READ_SCHEMA: dict[str, Any] = {
         "lineBegin": {"type": "integer"},
         "lineEnd": {"type": "integer"},
         "truncated": {"type": "boolean"},
+        "more": {
+            "type": "object",
+            "description": (
+                "Present when lines follow this page: call terminal_read with this offset "
+                "for the next one."
+            ),
+            "properties": {"offset": {"type": "integer"}},
+            "required": ["offset"],
+        },
         "screen": _SCREEN_SCHEMA,
         "rows": {"type": "integer"},
         "cols": {"type": "integer"},
@@ -145,8 +154,16 @@ LIST_SCHEMA: dict[str, Any] = {
                     "status": STATUS_SCHEMA,
                     "cwd": _NULLABLE_STRING,
                     "listening": _LISTENING_SCHEMA,
+                    "openedBy": {
+                        "type": ["string", "null"],
+                        "description": (
+                            "Which tools opened it: 'terminal' (terminal_open), 'pty' "
+                            "(pty_open), 'ssh' (ssh_open; drive it with ssh_run), or a "
+                            "plugin's own name; null when not said."
+                        ),
+                    },
                 },
-                "required": ["sessionId", "name", "type", "pid", "status", "cwd"],
+                "required": ["sessionId", "name", "type", "pid", "status", "cwd", "openedBy"],
             },
         }
     },
@@ -197,14 +214,20 @@ def read_value(result: ReadResult) -> dict[str, Any]:
 
     The service counts from 0 with an exclusive end; the model sees
     ``lineBegin..lineEnd`` = the lines shown, so ``lineEnd < lineBegin`` means none.
+    ``more`` says where the next page starts when lines follow this one: the same
+    hint as the text's ``[more: terminal_read offset=N]`` line, for clients that hand
+    their model only the value.
     """
-    return {
+    value: dict[str, Any] = {
         "text": result.text,
         "totalLines": result.total_lines,
         "lineBegin": result.line_begin + 1,
         "lineEnd": result.line_end,
         "truncated": result.truncated,
     }
+    if result.line_end < result.total_lines:
+        value["more"] = {"offset": max(result.line_end, result.line_begin) + 1}
+    return value
 
 
 def snapshot_value(snapshot: Snapshot) -> dict[str, Any]:
@@ -216,6 +239,7 @@ def snapshot_value(snapshot: Snapshot) -> dict[str, Any]:
         "cwd": snapshot.cwd,
     }
     value["name"] = snapshot.name
+    value["openedBy"] = snapshot.opened_by
     if snapshot.listening:
         value["listening"] = [found.to_wire() for found in snapshot.listening]
     return value

@@ -104,7 +104,7 @@ class GdbMiSession:
             request["cwd"] = cwd
         if env:
             request["env"] = dict(env)
-        opened = await pty.open(owner, request, cancel)
+        opened = await pty.open(owner, request, cancel, opened_by="gdb_mi")
         session = cls(pty, owner, opened.session_id)
         try:
             if opened.status.kind == "exited":

@@ -42,7 +42,11 @@ from .options import Destination, master_argv, session_argv
 from .remote import RemoteProtocol
 from .session import SshSession
 
-__all__ = ["SshService"]
+__all__ = ["OPENED_BY", "SshService"]
+
+#: What ``terminal_list`` says opened the pty sessions of ssh masters and sessions: the
+#: ``ssh_*`` tools drive them, so a model listing its terminals knows not to type there.
+OPENED_BY = "ssh"
 
 _ANY_OUTPUT = re.compile(r"\S")
 
@@ -245,7 +249,7 @@ class SshService:
             f"(echo {start_typed}; {shlex.join(argv)}; echo {exit_typed}:$?; kill -HUP $$) & "
             "exec cat >/dev/null"
         )
-        opened = await pty.open(owner, {"command": command}, cancel)
+        opened = await pty.open(owner, {"command": command}, cancel, opened_by=OPENED_BY)
         try:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self._config.open_timeout_s
@@ -324,7 +328,7 @@ class SshService:
         command = (
             f"echo {start_typed}; stty raw -echo; cat | {{ {shlex.join(argv)}; kill -HUP $$; }}"
         )
-        opened = await pty.open(owner, {"command": command}, cancel)
+        opened = await pty.open(owner, {"command": command}, cancel, opened_by=OPENED_BY)
         try:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + self._config.open_timeout_s

@@ -78,6 +78,7 @@ class _Entry:
     type: str
     name: str | None
     session: BackendSession
+    opened_by: str | None = None
     closing: asyncio.Task[None] | None = None
 
 
@@ -218,9 +219,9 @@ class TerminalSessionService:
         if in_use >= self._max_per_owner:
             raise TerminalError(
                 f"agent already has {self._max_per_owner} terminal sessions (the limit, "
-                "counting sessions still opening); close sessions you no longer need "
-                "with terminal_close",
+                "counting sessions still opening)",
                 "SESSION_LIMIT",
+                advice="close sessions you no longer need with terminal_close",
             )
 
         if state is None:
@@ -325,6 +326,7 @@ class TerminalSessionService:
             type=request.type,
             name=request.name,
             session=session,
+            opened_by=request.opened_by,
         )
         self._sessions[session_id] = entry
         state.sessions[session_id] = entry
@@ -403,8 +405,9 @@ class TerminalSessionService:
         entry = self._sessions.get(session_id)
         if entry is None:
             raise TerminalError(
-                f"no terminal session {session_id!r}; terminal_list shows the open ones",
+                f"no terminal session {session_id!r}",
                 "NO_SESSION",
+                advice="terminal_list shows the open ones",
             )
         if entry.owner is not owner:
             raise TerminalError(
@@ -525,6 +528,7 @@ class TerminalSessionService:
                 listening=(
                     e.session.listening() if isinstance(e.session, ListeningSession) else ()
                 ),
+                opened_by=e.opened_by,
             )
             for e in entries
         ]
@@ -650,6 +654,18 @@ def _validate_spawn(request: SpawnRequest) -> None:
         )
     if request.cwd is not None and not isinstance(request.cwd, str):
         raise TerminalError("cwd must be a string", "INVALID_ARGUMENT")
+    opened_by = request.opened_by
+    if opened_by is not None and (
+        not isinstance(opened_by, str)
+        or not opened_by
+        or len(opened_by) > MAX_NAME_LENGTH
+        or not opened_by.isprintable()
+    ):
+        raise TerminalError(
+            f"opened_by must be a non-empty printable string of at most {MAX_NAME_LENGTH} "
+            "characters, or None",
+            "INVALID_ARGUMENT",
+        )
     if not isinstance(request.screen, bool):
         raise TerminalError("screen must be a boolean", "INVALID_ARGUMENT")
     if request.rows is not None or request.cols is not None:

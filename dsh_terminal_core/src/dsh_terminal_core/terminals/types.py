@@ -107,7 +107,13 @@ STATUS_SCHEMA: dict[str, object] = {
 @attrs.frozen(kw_only=True)
 class SpawnRequest:
     """What to open. ``screen`` asks for a screen session (a terminal emulator shows what a
-    full-screen program draws); ``rows``/``cols`` override the backend's window size."""
+    full-screen program draws); ``rows``/``cols`` override the backend's window size.
+
+    ``opened_by`` names the surface that opens the session (``"terminal"`` for the
+    ``terminal_*`` tools, ``"pty"`` for ``ctx.pty`` and its tools, ``"ssh"``...). Every
+    surface lists the same sessions of an owner, so ``terminal_list`` shows it: a session
+    an ssh consumer opened is driven with ``ssh_*``, not typed into directly.
+    """
 
     type: str
     name: str | None = None
@@ -115,6 +121,7 @@ class SpawnRequest:
     screen: bool = False
     rows: int | None = None
     cols: int | None = None
+    opened_by: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -244,6 +251,8 @@ class Snapshot:
     cwd: str | None
     #: What the session's processes listen on now (backends that can tell).
     listening: tuple[Listener, ...] = ()
+    #: The surface that opened it (:attr:`SpawnRequest.opened_by`); None when not said.
+    opened_by: str | None = None
 
 
 @runtime_checkable
