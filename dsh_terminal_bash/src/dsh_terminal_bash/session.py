@@ -10,7 +10,7 @@ from collections.abc import Callable
 import attrs
 
 from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.errors import TerminalError
+from dsh_terminal_core.errors import OperationCancelled, TerminalError
 from dsh_terminal_core.linematch import LineMatcher
 from dsh_terminal_core.provider import ExitStatus, Foreground, TerminalProcess
 from dsh_terminal_core.provider.listening import (
@@ -51,6 +51,11 @@ CONTINUATION_PROMPT = "> "
 # interrupt of the previous command (a status line, blank lines, its prompt).
 _ANSWER_BOUND = 512
 
+# How long a send that follows a cancelled one waits for it to settle. An interrupted
+# command stops and the prompt returns within milliseconds; a program that ignores
+# SIGINT keeps the session, and the follower is refused rather than kept waiting.
+_FOLLOW_CANCEL_S = 2.0
+
 
 class StartupFailed(TerminalError):
     """The shell exited or never became ready before its first prompt."""
@@ -84,6 +89,8 @@ class BashSession:
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
         self._enforcers: set[asyncio.Task[None]] = set()
+        # Sends following a cancelled one, woken when it releases the session.
+        self._free_waiters: list[asyncio.Future[None]] = []
         self._markers = 0  # prompt markers seen so far
         # A SIGINT went to a protocol shell itself since the last send typed anything
         # (a prompt after it does not prove it was taken: it may answer an earlier one).
@@ -451,8 +458,40 @@ class BashSession:
     def start_send(self, request: SendRequest) -> BashSendOperation:
         """Reserve the session and start writing; the result comes through ``op.done``.
 
-        ``keys`` are encoded for the terminal's modes right now (before the reservation,
-        so a misspelled key refuses the whole send and types nothing).
+        ``keys`` are encoded for the terminal's modes when the send starts (before the
+        reservation, so a misspelled key refuses the whole send and types nothing).
+
+        A send that arrives while the previous one is being cancelled (its Ctrl-C is
+        out, the send has not settled yet) follows it instead of being refused: it
+        starts the moment that send has settled and released the session. It is
+        refused with ``SEND_ACTIVE`` only if the interrupted program has not stopped
+        within ``_FOLLOW_CANCEL_S`` (one that ignores SIGINT); that refusal, and any
+        other of a following send, comes through ``op.done``.
+        """
+        previous = self._op
+        if previous is not None and previous.cancel_task is not None and not self._closing:
+            return self._follow(previous, request)
+        op = self._new_op(request)
+        self._begin(op, request)
+        return op
+
+    def _new_op(self, request: SendRequest) -> BashSendOperation:
+        op = BashSendOperation(
+            _bounded(self._config.max_read_bytes, request.max_bytes), self._cancel_op
+        )
+        if request.wait_for is not None:
+            typed = request.text.split("\n") if request.text and request.keys is None else ()
+            op.matcher = LineMatcher(
+                request.wait_for, echoes=typed, prompts=(PROMPT, CONTINUATION_PROMPT)
+            )
+        return op
+
+    def _begin(self, op: BashSendOperation, request: SendRequest) -> None:
+        """Check ``request``, reserve the session for ``op`` and start writing.
+
+        Raises:
+            TerminalError: the session is busy or closing, or the request is refused;
+                nothing was reserved or typed.
         """
         if request.keys is not None:
             request = attrs.evolve(
@@ -475,19 +514,11 @@ class BashSession:
                 "INVALID_ARGUMENT",
             )
         waiting = request.text == "" and not request.submit
-        op = BashSendOperation(
-            _bounded(self._config.max_read_bytes, request.max_bytes), self._cancel_op
-        )
         op.collecting = waiting  # a send that types collects once the write fence passed
-        if request.wait_for is not None:
-            typed = request.text.split("\n") if request.text and request.keys is None else ()
-            op.matcher = LineMatcher(
-                request.wait_for, echoes=typed, prompts=(PROMPT, CONTINUATION_PROMPT)
-            )
         op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
         if self._status.kind == "exited":
             op.settle(self._result(op, Settlement(reason=WaitReason.SESSION_EXIT), request))
-            return op
+            return
         # Waiting without input has no earlier wait to tell apart from a new one: a
         # program already blocked reading has settled.
         before = self._foreground_before_write() if self._exact and not waiting else None
@@ -506,7 +537,7 @@ class BashSession:
             timeout_ms=timeout,
         )
         self._readiness = readiness
-        if request.cancel is not None:
+        if request.cancel is not None and op.forget_cancel is None:
             op.forget_cancel = request.cancel.on_cancel(lambda _reason: _cancel_unsettled(op))
         try:
             if waiting:
@@ -520,7 +551,63 @@ class BashSession:
             # Armed whatever happened above: the deadline is what ends a send that
             # failed after it reserved the session.
             readiness.start()
+
+    def _follow(self, previous: BashSendOperation, request: SendRequest) -> BashSendOperation:
+        """A send that starts once the cancelled ``previous`` has released the session.
+
+        Until then it has typed nothing: cancelling it (its token, or ``op.cancel()``)
+        ends it with ``CANCELLED`` and signals nothing.
+        """
+        op = self._new_op(request)
+        if request.cancel is not None:
+            op.forget_cancel = request.cancel.on_cancel(lambda _reason: _cancel_unsettled(op))
+        # Held as the write task, so a cancel of this send stops the wait first.
+        op.write_task = asyncio.get_running_loop().create_task(
+            self._begin_behind(previous, op, request)
+        )
         return op
+
+    async def _begin_behind(
+        self, previous: BashSendOperation, op: BashSendOperation, request: SendRequest
+    ) -> None:
+        free: asyncio.Future[None] | None = None
+        try:
+            if self._op is previous:
+                free = asyncio.get_running_loop().create_future()
+                self._free_waiters.append(free)
+                try:
+                    await asyncio.wait_for(free, _FOLLOW_CANCEL_S)
+                except TimeoutError:
+                    op.fail(
+                        TerminalError(
+                            f"session {self.session_id} is still busy with a send that was "
+                            f"cancelled: its program has not stopped {_FOLLOW_CANCEL_S:g} s "
+                            "after Ctrl-C; interrupt it with terminal_signal (SIGTERM, "
+                            "SIGKILL); nothing was sent",
+                            "SEND_ACTIVE",
+                        )
+                    )
+                    return
+            self._begin(op, request)
+        except asyncio.CancelledError:
+            op.fail(OperationCancelled("cancelled before it was typed; nothing was sent"))
+            # Its caller has stopped waiting; nobody may be left to read the outcome.
+            op.done.exception()
+        except Exception as exc:  # refused at its start, as start_send would have raised
+            op.fail(exc)
+        finally:
+            if free is not None and free in self._free_waiters:
+                self._free_waiters.remove(free)
+
+    def _release(self, op: BashSendOperation) -> None:
+        """End ``op``'s reservation (if it holds it) and start a send that follows it."""
+        if self._op is not op:
+            return
+        self._op = None
+        waiters, self._free_waiters = self._free_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def _write_at_once(
         self, op: BashSendOperation, request: SendRequest, before: Foreground | None
@@ -606,8 +693,7 @@ class BashSession:
             readiness.stop()
             self._readiness = None
         op.fail(_not_at_secret_prompt(self.session_id))
-        if self._op is op:
-            self._op = None
+        self._release(op)
 
     async def _answer_held_interrupt(self) -> None:
         """Let a shell act on a SIGINT it holds before it reads this send's input.
@@ -652,8 +738,7 @@ class BashSession:
         if task is not None and not task.done():
             task.add_done_callback(lambda _t: self._release_when_quiet(op))
             return
-        if self._op is op:
-            self._op = None
+        self._release(op)
 
     def _result(
         self, op: BashSendOperation, settlement: Settlement, request: SendRequest
@@ -707,8 +792,8 @@ class BashSession:
         finally:
             # Release before this task completes, so a caller that awaited the cancel
             # and then the (already settled) result can send again at once.
-            if op.done.done() and self._op is op:
-                self._op = None
+            if op.done.done():
+                self._release(op)
 
     async def _cancel_and_signal(self, op: BashSendOperation) -> None:
         """Cancel as the terminal's Ctrl-C does, and keep it in force until the send settles.
@@ -944,7 +1029,8 @@ class BashSession:
                     truncated=op.viewport.truncated,
                 )
             )
-        self._op = None
+        if op is not None:
+            self._release(op)
 
 
 @attrs.define

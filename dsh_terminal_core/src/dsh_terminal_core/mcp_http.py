@@ -19,6 +19,11 @@ return 0; a second signal kills every session at once and exits 1, as on stdio.
 
 ``GET /healthz`` answers 200 without a token, for a liveness probe; it says nothing
 about the server beyond that it answers.
+
+Both protocol revisions share ``/mcp``; the SDK routes each request by its
+``MCP-Protocol-Version`` header. A 2026-07-28 request is one POST whose client cancels
+it by closing the connection, so that request is cancelled here when its client goes
+away (a Ctrl-C for a send in flight), as 2025-11-25's ``notifications/cancelled`` does.
 """
 
 from __future__ import annotations
@@ -50,12 +55,13 @@ from .mcp_server import (
     secret_pages,
 )
 from .mcp_tokens import ENV_TOKENS, TokenTable, bearer_token, load_tokens
+from .mcp_wake import Listens
 
 if TYPE_CHECKING:
     import uvicorn
     from mcp.server import ServerRequestContext
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-    from starlette.types import Receive, Scope, Send
+    from starlette.types import Message, Receive, Scope, Send
 
 __all__ = [
     "DEFAULT_IDLE_TTL_S",
@@ -252,7 +258,8 @@ async def _serve(
         identities = Identities(harness.create_agent, options.idle_ttl_s)
         _announce(harness, options)
         pages = secret_pages(harness)
-        server = _build_server(harness, _agent_of, pages)
+        listens = Listens()
+        server = _build_server(harness, _agent_of, pages, listens)
         # A call's answer is one JSON body rather than a one-event SSE stream: the tools
         # send nothing mid-call, and the plain body costs about half the CPU per call.
         manager = StreamableHTTPSessionManager(
@@ -271,6 +278,7 @@ async def _serve(
                     await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
                     stopping.cancel()
                     http.should_exit = True  # stop accepting; open responses may finish
+                    listens.close()  # 2026-07-28 listen streams end with their result
                     if serving.done() and not stop.event.is_set():
                         stop.request("the HTTP server stopped")
                     log.info("%s; closing every session", stop.reason)
@@ -411,7 +419,16 @@ class _Gateway:
         if self._tokens is not None:
             scope["user"] = _sdk_user(agent_id)
         try:
-            await self._manager.handle_request(scope, receive, send)
+            if _is_modern_post(scope):
+                await _cancelled_on_disconnect(
+                    self._manager.handle_request,
+                    self._manager.max_request_body_size,
+                    scope,
+                    receive,
+                    send,
+                )
+            else:
+                await self._manager.handle_request(scope, receive, send)
         finally:
             lease.release()
 
@@ -425,6 +442,66 @@ class _Gateway:
                 break
         token = bearer_token(authorization)
         return None if token is None else self._tokens.identify(token)
+
+
+def _is_modern_post(scope: Scope) -> bool:
+    """A POST the SDK serves as a 2026-07-28 single exchange (its own routing rule)."""
+    from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    if scope["method"] != "POST":
+        return False
+    wanted = MCP_PROTOCOL_VERSION_HEADER.encode("ascii")
+    version = next((value for name, value in scope["headers"] if name == wanted), None)
+    return version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+async def _cancelled_on_disconnect(
+    app: Any, limit: int, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """Serve one request with ``app``, cancelling it the moment its client goes away.
+
+    On the 2026-07-28 revision a client cancels a call by closing its response stream
+    (it sends no ``notifications/cancelled``; one posted anyway is acknowledged and
+    dropped). The SDK's JSON-response path awaits the handler without watching the
+    connection, so a cancelled ``terminal_send`` would run to its end and keep the
+    session busy. Here the body is read first, so that from then on the watch is the
+    only reader of ``receive``, and replayed to ``app``; a disconnect cancels ``app``,
+    which the tools answer as a Ctrl-C. ``app`` reads a disconnect once the body is
+    used up, as it would from the server. A body over ``limit`` is passed on unread
+    past that point, for ``app`` to refuse.
+    """
+    import anyio
+
+    head: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return  # gone before the request was whole: nothing to answer
+        head.append(message)
+        size += len(message.get("body", b""))
+        if not message.get("more_body", False) or size > limit:
+            break
+    gone = anyio.Event()
+
+    async def replay() -> Message:
+        if head:
+            return head.pop(0)
+        await gone.wait()
+        return {"type": "http.disconnect"}
+
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone.set()
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        await app(scope, replay, send)
+        group.cancel_scope.cancel()
 
 
 def _sdk_user(agent_id: str) -> Any:

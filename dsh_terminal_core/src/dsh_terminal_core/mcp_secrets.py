@@ -9,6 +9,8 @@ sends ``elicitation/create`` with ``mode: "url"`` and that URL; the person opens
 types the secret, which goes browser → server → terminal. The tool call waits for the
 submission, the client's decline or cancel (``SECRET_DECLINED``) or the expiry
 (``NO_SECRET``). A client that does not declare URL-mode elicitation gets ``NO_SECRET``.
+That is the 2025-11-25 revision; on 2026-07-28 the same page is offered through the
+call's own result instead (:mod:`.mcp_asks`).
 
 The value never reaches a log line, an exception text or a response: request parsing
 errors name only what was wrong, and the page's answers never echo what was posted.
@@ -32,7 +34,15 @@ from .secrets import Secret, SecretAsk, check_secret_text
 if TYPE_CHECKING:
     from mcp.server import ServerRequestContext
 
-__all__ = ["PAGE_VALID_S", "SecretPage", "SecretPages", "ask_by_url"]
+__all__ = [
+    "PAGE_VALID_S",
+    "SecretPage",
+    "SecretPages",
+    "ask_by_url",
+    "ask_message",
+    "declined",
+    "supports_url_elicitation",
+]
 
 log = logging.getLogger(__name__)
 
@@ -286,15 +296,30 @@ def _form_page(page: SecretPage, error: str) -> str:
 # -- the elicitation ----------------------------------------------------------------------
 
 
-def _supports_url_elicitation(ctx: ServerRequestContext[Any]) -> bool:
+def supports_url_elicitation(ctx: ServerRequestContext[Any]) -> bool:
+    """Whether the client of ``ctx`` declared URL-mode elicitation (either revision)."""
     capabilities = ctx.session.client_capabilities
     elicitation = capabilities.elicitation if capabilities is not None else None
     return elicitation is not None and elicitation.url is not None
 
 
+def declined(action: str) -> str:
+    """The past tense of a refusing elicitation action, for an error message."""
+    return {"decline": "declined", "cancel": "cancelled"}.get(action, action)
+
+
+def ask_message(ask: SecretAsk) -> str:
+    """What the client shows its person beside the page's URL."""
+    return (
+        f"Terminal session {ask.session_id} is waiting at a password prompt "
+        f"({ask.prompt.strip() or 'no prompt text'}). Reason: {ask.reason}. Open the page "
+        "to type the secret; it goes straight to the terminal, not to the assistant."
+    )
+
+
 async def ask_by_url(ctx: ServerRequestContext[Any], pages: SecretPages, ask: SecretAsk) -> Secret:
     """Ask the person at the client of ``ctx`` for one secret through a page of ``pages``."""
-    if not _supports_url_elicitation(ctx):
+    if not supports_url_elicitation(ctx):
         raise DshError(
             "the MCP client does not declare URL-mode elicitation, so the person cannot be "
             "asked for the secret without it passing through the client; use a named "
@@ -302,11 +327,7 @@ async def ask_by_url(ctx: ServerRequestContext[Any], pages: SecretPages, ask: Se
             "NO_SECRET",
         )
     page = await pages.open(ask)
-    message = (
-        f"Terminal session {ask.session_id} is waiting at a password prompt "
-        f"({ask.prompt.strip() or 'no prompt text'}). Reason: {ask.reason}. Open the page "
-        "to type the secret; it goes straight to the terminal, not to the assistant."
-    )
+    message = ask_message(ask)
     # Tied to the tool call where its channel can carry a request (stdio, SSE responses);
     # otherwise (HTTP with plain JSON responses) on the connection's own stream.
     related = ctx.request_id if ctx.session.can_send_request else None
@@ -327,7 +348,7 @@ async def ask_by_url(ctx: ServerRequestContext[Any], pages: SecretPages, ask: Se
                 ) from None
             if answer.action != "accept":
                 raise DshError(
-                    f"the person {answer.action}d the request for a secret for session "
+                    f"the person {declined(answer.action)} the request for a secret for session "
                     f"{ask.session_id}; nothing was sent",
                     "SECRET_DECLINED",
                 )

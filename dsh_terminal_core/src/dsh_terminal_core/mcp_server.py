@@ -47,9 +47,10 @@ from typing import TYPE_CHECKING, Any
 from .agents import Agent, Notice
 from .errors import DisposeError, DshError
 from .harness import Harness
+from .mcp_asks import AskRound, PendingAsks, request_state_boundary
 from .mcp_secrets import PAGE_VALID_S, SecretPages, ask_by_url
 from .mcp_stdio import StdioWire
-from .mcp_wake import attach, install
+from .mcp_wake import Listens, attach, install
 from .provider import hostexit
 from .sandbox.bwrap import SandboxHealth
 from .secrets import Secret, SecretAsk
@@ -232,7 +233,8 @@ async def _serve(config: Mapping[str, Mapping[str, Any]]) -> int:
         agent = harness.create_agent(AGENT_ID)
         _announce(harness, agent)
         pages = secret_pages(harness)
-        server = _build_server(harness, lambda _ctx: agent, pages)
+        listens = Listens()
+        server = _build_server(harness, lambda _ctx: agent, pages, listens)
         status = 0
         failed = False
         with stop.installed(asyncio.get_running_loop()):
@@ -291,17 +293,24 @@ def secret_pages(harness: Harness) -> SecretPages:
     return SecretPages(valid_s)
 
 
-def _build_server(harness: Harness, agent_of: AgentOf, pages: SecretPages) -> Server[Any]:
+def _build_server(
+    harness: Harness, agent_of: AgentOf, pages: SecretPages, listens: Listens
+) -> Server[Any]:
     """Build the low-level SDK server whose two handlers forward to ``harness``.
 
     Every call runs as ``agent_of(ctx)``, resolved per request, so one server can carry
     one agent (stdio) or many identities (HTTP) with the same handlers. Each connected
     client is woken with its agent's notices (:mod:`.mcp_wake`) and may set a log
     level. A tool that asks the person for a secret does so through ``pages`` and the
-    request's client (URL-mode elicitation, :mod:`.mcp_secrets`).
+    request's client: URL-mode elicitation sent as a request on 2025-11-25
+    (:mod:`.mcp_secrets`), returned as ``input_required`` on 2026-07-28 (:mod:`.mcp_asks`,
+    with a sealed ``requestState`` bound to the caller's identity).
     """
     import mcp_types as types
     from mcp.server.lowlevel import Server
+    from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+    asks = PendingAsks(pages)
 
     async def list_tools(
         _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
@@ -320,20 +329,30 @@ def _build_server(harness: Harness, agent_of: AgentOf, pages: SecretPages) -> Se
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         # Cancellation by the client arrives as task cancellation, which the tools
-        # already honour (a send in flight is interrupted and its reservation released).
+        # already honour (a send in flight is interrupted and its reservation released):
+        # a notifications/cancelled on either revision over stdio and on 2025-11-25 over
+        # HTTP, the response stream closing on 2026-07-28 over HTTP (see mcp_http).
         agent = agent_of(ctx)
         # Normally a no-op (the handshake subscribed the connection); over HTTP it moves
         # a connection whose identity was reaped and made anew onto the new agent.
         attach(ctx, agent)
+        args = dict(params.arguments or {})
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
 
-        async def ask_secret(ask: SecretAsk) -> Secret:
-            return await ask_by_url(ctx, pages, ask)
+            async def ask_secret(ask: SecretAsk) -> Secret:
+                return await ask_by_url(ctx, pages, ask)
 
-        result = await harness.call_tool(
-            agent, params.name, dict(params.arguments or {}), ask_secret=ask_secret
-        )
+            result = await harness.call_tool(agent, params.name, args, ask_secret=ask_secret)
+        else:
+            round_ = AskRound(ctx, asks, agent, params)
+            try:
+                result = await harness.call_tool(agent, params.name, args, ask_secret=round_.ask)
+            finally:
+                round_.finish()
+            if round_.input_required is not None:
+                return round_.input_required
         return to_call_result(result.text, result.value, result.is_error, _notices(agent))
 
     server: Server[Any] = Server(
@@ -343,7 +362,10 @@ def _build_server(harness: Harness, agent_of: AgentOf, pages: SecretPages) -> Se
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
-    install(server, agent_of)
+    install(server, agent_of, listens)
+    server.middleware.append(
+        request_state_boundary(pages.valid_s, lambda ctx: agent_of(ctx).id, SERVER_NAME)
+    )
     return server
 
 

@@ -15,6 +15,16 @@ with the connection (the SDK unwinds the connection's exit stack however it ends
 
 ``logging/setLevel`` is answered here: the level is kept per connection and a client
 that asked for a level above ``info`` (``notice``, ``warning``...) is sent none of these.
+
+The 2026-07-28 revision has no handshake, no standing stream and no
+``logging/setLevel``: a client opens a stream by sending ``subscriptions/listen``,
+whose response is that stream, and log delivery is an opt-in of the request it rides
+(``_meta["io.modelcontextprotocol/logLevel"]``). So a listen request that opted in at
+``info`` or below gets the same notifications, for the agent it acts as, each tagged
+with the stream's ``subscriptionId``; one that did not opt in gets none (the revision
+forbids them), only the acknowledgment. Every change-notification kind it asks for is
+honoured and never fires: the tool list does not change. :class:`Listens` ends every
+open stream gracefully at shutdown (the stream's result is its last frame).
 """
 
 from __future__ import annotations
@@ -36,7 +46,7 @@ if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
     from mcp.server.session import ServerSession
 
-__all__ = ["QUEUE_BOUND", "ClientWake", "attach", "install"]
+__all__ = ["QUEUE_BOUND", "ClientWake", "Listens", "attach", "install"]
 
 QUEUE_BOUND: Final = 64
 """Notifications kept per connection while its client is not reading; older ones drop."""
@@ -162,7 +172,7 @@ def attach(ctx: ServerRequestContext[Any], agent: Agent) -> ClientWake | None:
 
     Returns the connection's :class:`ClientWake` (an existing one now follows ``agent``),
     or ``None`` on the 2026-07-28 era, whose clients are reached through
-    ``subscriptions/listen`` instead (not served yet).
+    ``subscriptions/listen`` instead (:class:`Listens`).
     """
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -179,9 +189,113 @@ def attach(ctx: ServerRequestContext[Any], agent: Agent) -> ClientWake | None:
     return client
 
 
-def install(server: Server[Any], agent_of: AgentOf) -> None:
-    """Make ``server`` subscribe each client at its handshake and answer ``logging/setLevel``.
+class _ListenStream:
+    """The notices of one agent, queued for one ``subscriptions/listen`` stream."""
 
+    def __init__(self, agent: Agent) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(QUEUE_BOUND)
+        self._agent = agent
+        self._unsubscribe = agent.on_notice(self._offer)
+
+    def _offer(self, notice: Notice) -> None:
+        data = notification_data(notice)
+        if data is None:
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._put(data)
+        else:
+            self._loop.call_soon_threadsafe(self._put, data)
+
+    def _put(self, data: dict[str, Any] | None) -> None:
+        if self.queue.full():
+            dropped = self.queue.get_nowait()
+            log.debug("a listen stream of %r is not reading; dropped %s", self._agent.id, dropped)
+        self.queue.put_nowait(data)
+
+    def end(self) -> None:
+        """Let the stream finish what is queued, then close gracefully."""
+        self._unsubscribe()
+        self._loop.call_soon_threadsafe(self._put, None)
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+
+class Listens:
+    """The open ``subscriptions/listen`` streams of one server (2026-07-28)."""
+
+    def __init__(self) -> None:
+        self._streams: set[_ListenStream] = set()
+
+    def close(self) -> None:
+        """End every open stream gracefully; each sends its result as its last frame."""
+        for stream in list(self._streams):
+            stream.end()
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    async def serve(
+        self,
+        ctx: ServerRequestContext[Any],
+        agent: Agent,
+        params: mcp_types.SubscriptionsListenRequestParams,
+    ) -> mcp_types.SubscriptionsListenResult:
+        """Serve one listen stream until the client closes it or :meth:`close`."""
+        import mcp_types as types
+        from mcp.server.connection import allowed_log_levels
+        from mcp.shared.exceptions import MCPError
+        from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+
+        subscription_id = ctx.request_id
+        if subscription_id is None:
+            raise MCPError(types.INVALID_REQUEST, "subscriptions/listen requires a request id")
+        meta: dict[str, Any] = {SUBSCRIPTION_ID_META_KEY: subscription_id}
+        wanted = params.notifications
+        honored = types.SubscriptionFilter(
+            tools_list_changed=True if wanted.tools_list_changed else None,
+            prompts_list_changed=True if wanted.prompts_list_changed else None,
+            resources_list_changed=True if wanted.resources_list_changed else None,
+            resource_subscriptions=list(wanted.resource_subscriptions or ()) or None,
+        )
+        stream = _ListenStream(agent)
+        if LEVEL not in allowed_log_levels(ctx.protocol_version, ctx.meta):
+            stream.close()  # not opted in: the revision forbids sending any
+        self._streams.add(stream)
+        try:
+            await ctx.session.send_notification(
+                types.SubscriptionsAcknowledgedNotification(
+                    params=types.SubscriptionsAcknowledgedNotificationParams(
+                        notifications=honored, _meta=meta
+                    )
+                ),
+                related_request_id=subscription_id,
+            )
+            while (data := await stream.queue.get()) is not None:
+                await ctx.session.send_notification(
+                    types.LoggingMessageNotification(
+                        params=types.LoggingMessageNotificationParams(
+                            level=LEVEL, logger=LOGGER, data=data, _meta=meta
+                        )
+                    ),
+                    related_request_id=subscription_id,
+                )
+        finally:
+            stream.close()
+            self._streams.discard(stream)
+        return types.SubscriptionsListenResult(_meta=meta)
+
+
+def install(server: Server[Any], agent_of: AgentOf, listens: Listens) -> None:
+    """Make ``server`` wake its clients on both revisions.
+
+    On 2025-11-25 each client is subscribed at its handshake and ``logging/setLevel`` is
+    answered; on 2026-07-28 ``subscriptions/listen`` is served by ``listens``.
     Registered as plain handlers (not the constructor's deprecated ``on_set_logging_level``)
     so building the server warns about nothing; the logging capability is advertised
     because the handler exists.
@@ -205,3 +319,12 @@ def install(server: Server[Any], agent_of: AgentOf) -> None:
         "notifications/initialized", types.NotificationParams, initialized
     )
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+
+    async def listen(
+        ctx: ServerRequestContext[Any], params: types.SubscriptionsListenRequestParams
+    ) -> mcp_types.SubscriptionsListenResult:
+        return await listens.serve(ctx, agent_of(ctx), params)
+
+    server.add_request_handler(
+        "subscriptions/listen", types.SubscriptionsListenRequestParams, listen
+    )
