@@ -26,11 +26,18 @@ the prompt path. The tiers, strongest evidence first:
    the first look. A group with other members (a pipeline) must hold the wait,
    output-free, for ``_CONFIRM_MS``: a later stage may still be writing. For the
    shell's own group the hold is one poll interval, so the prompt tier (which carries
-   the exit code) wins whenever it can.
-3. *silence* → ``inferred_idle`` after ``idle_silence_ms`` without output
+   the exit code) wins whenever it can. A program polling its keyboard with a short
+   timeout (``top -d 1``) is no proof at one look; it settles here once it has come back
+   to that wait twice, a period apart, busy little between (:mod:`.polling`).
+3. *listening* → ``inferred_idle`` once the foreground program listens on a socket it
+   opened after the write (a server that came up) and its output has paused
+   ``listen_settle_ms``: waiting out the whole silence would tell the model nothing more.
+   Looked at after ``listen_settle_ms`` of quiet, then after twice as long each time
+   while it stays quiet; never during startup.
+4. *silence* → ``inferred_idle`` after ``idle_silence_ms`` without output
    (+ ``handoff_grace_ms`` once a marker was seen). During startup an empty silence
    never counts.
-4. *deadline* → ``timeout`` after ``timeout_ms``.
+5. *deadline* → ``timeout`` after ``timeout_ms``.
 
 ``session_exit`` settles at once when the shell exits.
 """
@@ -49,6 +56,7 @@ from dsh_terminal_core.provider import Foreground
 from dsh_terminal_core.terminals import WaitReason
 
 from .config import BashConfig
+from .polling import PollingWatch
 
 __all__ = ["Readiness", "ReadinessProbe", "Settlement"]
 
@@ -73,6 +81,7 @@ class Settlement:
     input_hidden: bool = False
     by_prompt: bool = False
     match: LineMatch | None = None
+    listening: bool = False  # settled by the listening tier
 
 
 class ReadinessProbe(Protocol):
@@ -127,6 +136,11 @@ class ReadinessProbe(Protocol):
         """Group ``pgid`` provably holds its leader alone."""
         ...
 
+    def foreground_listening(self) -> bool:
+        """A process of the foreground group (not the shell's) listens on a socket that
+        began listening after the send's input was written."""
+        ...
+
 
 class Readiness:
     """The ladder for one wait; calls ``on_settle`` exactly once.
@@ -166,6 +180,7 @@ class Readiness:
         self._marker_exit: int | None = None
         self._prompt_tail_at: float | None = None
         self._wait_seen_at: float | None = None
+        self._polls = PollingWatch()  # sightings of a program polling its keyboard
         self.settled = False
         # Set while a cancel is in force: a shell's read is then only trusted with the
         # prompt that follows the interrupt (the line editor can sit in a read after
@@ -191,6 +206,11 @@ class Readiness:
         self._silence_due: float | None = self._started_at + max(
             config.idle_silence_ms / 1000, 0.001
         )
+        self._listen_due: float | None = (
+            None if startup else self._started_at + config.listen_settle_ms / 1000
+        )
+        self._listen_quiet_since = self._started_at  # the quiet stretch looked at so far
+        self._listen_looks = 0
         self._deadline_due: float | None = self._started_at + (
             (timeout_ms if timeout_ms is not None else config.timeout_ms) / 1000
         )
@@ -359,7 +379,7 @@ class Readiness:
         foreground = self._probe.foreground()
         if foreground is None or not foreground.input_waiting:
             self._wait_seen_at = None
-            return False
+            return foreground is not None and self._check_polling(foreground)
         same_waiter = (
             before is not None
             and before.input_waiting
@@ -407,6 +427,32 @@ class Readiness:
         )
         return True
 
+    def _check_polling(self, foreground: Foreground) -> bool:
+        """Settle on a program polling its keyboard once it keeps coming back, idle.
+
+        The recurring-poll rule of :mod:`.polling`, for a look that found no proof: never
+        for a protocol shell (its prompt tier carries the exit code), and with the fences
+        of the tier above already applied (input consumed) and nothing left pending. Each
+        sighting arms one look for when its wait has run out; between, the tier's own
+        cadence looks as before.
+        """
+        if foreground.polling is None:
+            return False
+        pgid = foreground.process_group_id
+        if pgid == self._probe.shell_group() or self._probe.is_protocol_shell(pgid):
+            self._polls.reset()
+            return False
+        now = self._loop.time()
+        if not self._polls.see(foreground, now):
+            due = self._polls.next_look
+            if due is not None:
+                self._arm_probe(max(due - now, 0.0) * 1000 + 1)
+            return False
+        if self._probe.pending_output():
+            return False
+        self._settle(Settlement(reason=WaitReason.STDIN_READ, exit_code=None))
+        return True
+
     def _too_early_for_new_waiter(self) -> bool:
         """A group that was not waiting before the write counts after ``exact_probe_after_ms``."""
         return self._loop.time() - self._started_at < self._config.exact_probe_after_ms / 1000
@@ -450,6 +496,29 @@ class Readiness:
             return
         self._settle(Settlement(reason=WaitReason.INFERRED_IDLE))
 
+    def _on_listen(self) -> None:
+        """The listening tier: a server that came up settles after a short pause."""
+        if self.settled:
+            return
+        pause = self._config.listen_settle_ms / 1000
+        quiet_for = self._loop.time() - self._activity_at
+        if quiet_for + 1e-4 < pause or not self._write_done:
+            self._listen_due = self._loop.time() + max(pause - quiet_for, 0.001)
+            self._schedule()
+            return
+        if self._probe.foreground_listening():
+            self._settle(Settlement(reason=WaitReason.INFERRED_IDLE, listening=True))
+            return
+        # Quiet and not listening (a build between two steps, a server still starting):
+        # look again after twice the wait, so a long quiet stretch costs a few looks at
+        # the process tree, not one every pause; new output starts the series over.
+        if self._listen_quiet_since != self._activity_at:
+            self._listen_quiet_since = self._activity_at
+            self._listen_looks = 0
+        self._listen_looks += 1
+        self._listen_due = self._loop.time() + pause * (1 << min(self._listen_looks, 4))
+        self._schedule()
+
     def _on_deadline(self) -> None:
         self._settle(Settlement(reason=WaitReason.TIMEOUT))
 
@@ -474,7 +543,7 @@ class Readiness:
         if self.settled or not self._started or self._dispatching:
             return
         when = math.inf
-        for due in (self._probe_due, self._silence_due, self._deadline_due):
+        for due in (self._probe_due, self._listen_due, self._silence_due, self._deadline_due):
             if due is not None and due < when:
                 when = due
         timer = self._timer
@@ -507,6 +576,7 @@ class Readiness:
                 (when, action)
                 for when, action in (
                     (self._probe_due, self._fire_probe),
+                    (self._listen_due, self._fire_listen),
                     (self._silence_due, self._fire_silence),
                     (self._deadline_due, self._fire_deadline),
                 )
@@ -524,6 +594,10 @@ class Readiness:
         self._silence_due = None
         self._on_silence()
 
+    def _fire_listen(self) -> None:
+        self._listen_due = None
+        self._on_listen()
+
     def _fire_deadline(self) -> None:
         self._deadline_due = None
         self._on_deadline()
@@ -532,7 +606,7 @@ class Readiness:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        self._probe_due = self._silence_due = self._deadline_due = None
+        self._probe_due = self._silence_due = self._deadline_due = self._listen_due = None
 
     def _settle(self, settlement: Settlement) -> None:
         if self.settled:

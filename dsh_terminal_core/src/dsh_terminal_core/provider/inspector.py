@@ -17,6 +17,7 @@ from .procfiles import KeptFiles
 
 __all__ = [
     "NullStdinProbe",
+    "PollingWait",
     "ReaderWait",
     "StdinProbe",
     "TerminalIdentity",
@@ -55,6 +56,37 @@ class ReaderWait:
     stamp: bytes | None
 
 
+@attrs.frozen(kw_only=True)
+class PollingWait:
+    """A process polling the terminal: blocked reading it in a wait that ends by itself soon.
+
+    Everything that makes a wait proof holds — the wait reads the terminal, every other
+    descriptor in it is the process's own — except that its timeout runs out within a
+    second, so the wait alone says nothing: the process may be busy between its polls.
+    Only a process that is its group alone and has one thread is described, and only
+    when none of its descriptors is a channel to anyone else (a socket or pipe whose
+    other end another process holds, another terminal, a device), so that between two
+    polls it cannot be waiting for someone else. Whether it keeps coming back to the
+    wait while doing little between is for the caller to judge from two or more looks:
+
+    ``timeout_ns`` is the wait's timeout as the process asked for it (the wait has ended
+    by the time that much has passed since the look); ``wakes`` is its thread's wake
+    count (it moves once the thread runs); ``busy_ns`` is how long the process has been
+    busy so far: the time its thread ran or waited for a CPU, exactly (its scheduler
+    statistics), plus the CPU time of the children it has reaped, in clock ticks.
+    ``started`` (clock ticks after boot) tells a process from a later one that took over
+    its pid. ``writes`` counts the ``write``-family calls it has made: 0 means it has not
+    drawn anything yet.
+    """
+
+    pid: int
+    started: int
+    timeout_ns: int
+    wakes: int | None
+    busy_ns: int
+    writes: int
+
+
 class StdinProbe(Protocol):
     """Answers whether processes are blocked reading a given terminal."""
 
@@ -86,6 +118,15 @@ class StdinProbe(Protocol):
         """
         ...
 
+    def group_wait(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | PollingWait | None:
+        """What :meth:`group_reader` finds, or else the :class:`PollingWait` of a group that
+        is its leader alone, polling the terminal; None when neither is known.
+
+        One look answers both: the polling answer costs more only when the leader is in a
+        wait that ends by itself soon.
+        """
+        ...
+
 
 class NullStdinProbe:
     """The probe for platforms without one: never claims a process is reading."""
@@ -102,6 +143,9 @@ class NullStdinProbe:
         return None
 
     def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:
+        return None
+
+    def group_wait(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | PollingWait | None:
         return None
 
 

@@ -20,10 +20,18 @@ it soon:
 
 * its timeout (``poll``'s milliseconds, the ``select``/``pselect6``/``ppoll`` time read
   from the process's memory, ``epoll_wait``'s milliseconds) does not run out within
-  :data:`SHORT_WAIT_NS` — a program polling its keyboard every 100 ms is busy, not idle;
+  :data:`SHORT_WAIT_NS` — a program polling its keyboard every 100 ms may be busy;
 * every other descriptor it waits on is its own (:class:`.channels.ChannelJudge`): a
   wait on the terminal *and* a socket or another process's pipe may be a wait for the
   network, as ``ssh`` and ``docker exec -it`` do.
+
+A wait that fails only the first rule is a *polling* wait (:class:`.inspector.PollingWait`):
+``top -d 1``, ``htop -d 5`` and curses programs with a key timeout come back to one every
+period. :meth:`LinuxStdinProbe.group_wait` describes it for a group that is its
+single-threaded leader alone and holds no channel to anyone else, with what a caller
+needs to tell an idle poller from a busy one over several looks (its wake count, how
+long it was busy); the same look answers the proof question, so only a leader in such a
+wait pays for the extra reads.
 
 Every positive answer is confirmed by the thread's scheduler statistics, read before its
 syscall line and again at the end: if the thread ran while we looked (it may re-enter
@@ -45,11 +53,11 @@ from typing import Final, Literal
 import attrs
 
 from .channels import ChannelJudge
-from .inspector import ReaderWait, TerminalIdentity
+from .inspector import PollingWait, ReaderWait, TerminalIdentity
 from .procfiles import KeptFiles, ProcessFiles, epoll_entries
 from .procfs import PROC, iter_pids, read_bytes, read_stat
 from .syscalls import Limit, SyscallTable, Wait, WaitCall, current_table
-from .taskfacts import sole_member, wake_count, wakes_in
+from .taskfacts import busy_ns_in, reaped_cpu, sole_member, wake_count, wakes_in, write_calls
 
 __all__ = ["SHORT_WAIT_NS", "LinuxStdinProbe"]
 
@@ -63,6 +71,11 @@ _MAX_SELECT_FDS = 1 << 20
 _ELF64_HEADER = b"\x7fELF\x02"
 _DEV_TTY = os.makedev(5, 0)  # /dev/tty: "my controlling terminal"
 _ELF_CACHE_MAX = 256
+# Character devices that never hold anyone's news: null, zero, full, random, urandom.
+_INERT_DEVICES = frozenset(os.makedev(1, minor) for minor in (3, 5, 7, 8, 9))
+# A polling process with more descriptors than this is not judged (one look reads them all).
+_MAX_POLLING_FDS = 256
+_TICK_NS = 1_000_000_000 // (os.sysconf("SC_CLK_TCK") or 100)
 
 
 class _Handover(enum.Enum):
@@ -72,6 +85,14 @@ class _Handover(enum.Enum):
 
 
 _GENERAL: Final = _Handover.GENERAL
+
+
+@attrs.frozen
+class _Polled:
+    """A thread seen in a polling wait: its timeout and the run stamp bracketing the look."""
+
+    timeout_ns: int
+    stamp: bytes
 
 
 @attrs.frozen
@@ -219,38 +240,115 @@ class LinuxStdinProbe:
         leader alone. ``stamp`` is set only when the leader itself is single-threaded and
         blocked reading: unchanged later, the leader is still in this very wait.
         """
+        found = self._group(pgid, terminal, polling=False)
+        return found if isinstance(found, ReaderWait) else None
+
+    def group_wait(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | PollingWait | None:
+        """:meth:`group_reader`'s answer, or else the leader's :class:`.PollingWait`.
+
+        The polling answer is given only for a group that is provably its leader alone,
+        the leader single-threaded, every descriptor it holds its own (the terminal, its
+        own event sources and self-pipes, regular files, ``/dev/null`` and its kin), and
+        the leader's run stamp unchanged from before its system call was read until after
+        its descriptors and statistics were: all of it describes one wait.
+        """
+        return self._group(pgid, terminal, polling=True)
+
+    def _group(
+        self, pgid: int, terminal: TerminalIdentity, *, polling: bool
+    ) -> ReaderWait | PollingWait | None:
         if self._table is None or pgid <= 0:
             return None
-        found = self._member_wait(pgid, terminal, leader=True)
-        if found is not None:
+        found = self._member_wait(pgid, terminal, leader=True, polling=polling)
+        if isinstance(found, ReaderWait):
             return found
         if sole_member(pgid):
             # A group of its leader alone (a command printing output, say) has no other
             # member to find: a few reads instead of a scan of every process. Were a
             # member missed (an orphan of the leader's still in its group), the answer
             # would be "not reading", which never settles a send wrongly.
-            return None
+            return self._polling_wait(found) if found is not None else None
         for pid in sorted(self._members(pgid)):
-            found = self._member_wait(pid, terminal, leader=False)
-            if found is not None:
-                return found
+            member = self._member_wait(pid, terminal, leader=False)
+            if isinstance(member, ReaderWait):
+                return member
         return None
 
     def _member_wait(
-        self, pid: int, terminal: TerminalIdentity, *, leader: bool
-    ) -> ReaderWait | None:
-        """Summed wake counts of ``pid``'s threads reading ``terminal``; None if none is."""
+        self, pid: int, terminal: TerminalIdentity, *, leader: bool, polling: bool = False
+    ) -> ReaderWait | _Look | None:
+        """Summed wake counts of ``pid``'s threads reading ``terminal``; None if none is.
+
+        With ``polling`` (the leader only), a single-threaded ``pid`` seen in a polling
+        wait gives back the look that saw it, for :meth:`_polling_wait` to finish once
+        the group is known to be the leader alone.
+        """
         if self._table is None:
             return None
         tids = self._threads(pid)
         if tids is None:
             return None
-        stamps = self._reading_stamps(pid, tids, terminal, first_only=False)
-        if not stamps:
-            return None
-        wakes = sum(wakes_in(stamp) or 0 for stamp in stamps)
         single = leader and tids == [str(pid)]
+        with ProcessFiles(pid, self._proc) as files:
+            look = _Look(self, files, terminal, polling=polling and single)
+            stamps = [stamp for stamp in map(look.reading_stamp, tids) if stamp is not None]
+            if not stamps:
+                return look if look.polled is not None else None
+        wakes = sum(wakes_in(stamp) or 0 for stamp in stamps)
         return ReaderWait(wakes=wakes, stamp=stamps[0] if single else None)
+
+    def _polling_wait(self, look: _Look) -> PollingWait | None:
+        """Finish a look that found the (single-threaded) process in a polling wait.
+
+        The run stamp read last closes the bracket the look opened before the system
+        call: unchanged, the process sat in that wait through every read since, the
+        group's membership and its descriptors included.
+        """
+        polled = look.polled
+        assert polled is not None
+        files = look.files
+        if not self._holds_only_own(look):
+            return None
+        cpu = reaped_cpu(files.pid, self._proc)
+        writes = write_calls(files.pid, self._proc)
+        busy_ns = busy_ns_in(polled.stamp)
+        if cpu is None or writes is None or busy_ns is None:
+            return None
+        if look.runs(look.main) != polled.stamp:
+            return None
+        started, children_ticks = cpu
+        return PollingWait(
+            pid=files.pid,
+            started=started,
+            timeout_ns=polled.timeout_ns,
+            wakes=wakes_in(polled.stamp),
+            busy_ns=busy_ns + children_ticks * _TICK_NS,
+            writes=writes,
+        )
+
+    def _holds_only_own(self, look: _Look) -> bool:
+        """Every descriptor the process holds is the terminal, inert, or its own.
+
+        A poller that holds a channel to someone else (a socket, another process's pipe,
+        another terminal, a device) may spend the time between its key polls waiting for
+        that someone, which no CPU count shows.
+        """
+        files = look.files
+        table = files.table()
+        if table is None:
+            return False
+        fds = [fd for numbers in table.values() for fd in numbers]
+        if len(fds) > _MAX_POLLING_FDS:
+            return False
+        others = []
+        for fd in fds:
+            if look.refers(fd):
+                continue
+            st = files.stat(fd)
+            if st is not None and stat.S_ISCHR(st.st_mode) and st.st_rdev in _INERT_DEVICES:
+                continue
+            others.append(fd)
+        return self._channels.only_own(files, others, look.refers)
 
     def _threads(self, pid: int) -> list[str] | None:
         """``pid``'s thread ids; one ``stat`` when it has a single thread (the common case:
@@ -275,7 +373,7 @@ class LinuxStdinProbe:
         """The run stamps of ``pid``'s threads seen blocked reading ``terminal``."""
         stamps: list[bytes] = []
         with ProcessFiles(pid, self._proc, kept) as files:
-            look = _Look(self, files, terminal)
+            look = _Look(self, files, terminal, polling=False)
             for tid in tids:
                 stamp = look.reading_stamp(tid)
                 if stamp is not None:
@@ -321,7 +419,12 @@ class _Look:
     """One look at the threads of one process, sharing what was read about its files."""
 
     def __init__(
-        self, probe: LinuxStdinProbe, files: ProcessFiles, terminal: TerminalIdentity
+        self,
+        probe: LinuxStdinProbe,
+        files: ProcessFiles,
+        terminal: TerminalIdentity,
+        *,
+        polling: bool,
     ) -> None:
         assert probe._table is not None
         self._table = probe._table
@@ -329,9 +432,16 @@ class _Look:
         self._channels = probe._channels
         self._proc = probe._proc
         self._files = files
-        self._main = str(files.pid)
+        self.main = str(files.pid)
         self._terminal = terminal
         self._refers: dict[int, bool] = {}
+        # Asked for polling waits: the main thread's is kept in ``polled`` when found.
+        self._polling = polling
+        self.polled: _Polled | None = None
+
+    @property
+    def files(self) -> ProcessFiles:
+        return self._files
 
     def reading_stamp(self, tid: str) -> bytes | None:
         """Thread ``tid``'s run stamp if it is blocked reading the terminal in a wait that
@@ -342,8 +452,11 @@ class _Look:
         syscall line, the descriptor sets and the timeout read from its memory all belong
         to one wait. (A thread that re-enters ``select`` rewrites its sets first, usually
         with the same syscall line, so the line alone cannot tell.)
+
+        When the look was asked for polling waits and the main thread's wait fails only
+        by its timeout (a positive one, read), that wait is kept in :attr:`polled`.
         """
-        before = self._runs(tid)
+        before = self.runs(tid)
         if before is None:
             return None
         line = self._task_file(tid, "syscall")
@@ -360,21 +473,28 @@ class _Look:
         call = self._table.waits.get(number)
         if call is None:
             return None
+        polled = 0
         if call.kind is Wait.READ:
             proof = self.refers(args[0])
         else:
             waits = self._wait_set(call.kind, args)
-            proof = (
-                waits is not None
-                and any(self.refers(fd) for fd in waits.reads)
-                and not self._ends_soon(call, args)
-                and self._channels.only_own(self._files, waits.wakes, self.refers)
-            )
-        if proof and self._runs(tid) == before:
-            return before
+            proof = waits is not None and any(self.refers(fd) for fd in waits.reads)
+            if proof and self._ends_soon(call, args):
+                proof = False
+                if self._polling and tid == self.main:
+                    polled = max(self._timeout_ns(call, args) or 0, 0)
+            if proof or polled:
+                assert waits is not None
+                if not self._channels.only_own(self._files, waits.wakes, self.refers):
+                    proof = False
+                    polled = 0
+        if (proof or polled) and self.runs(tid) == before:
+            if proof:
+                return before
+            self.polled = _Polled(timeout_ns=polled, stamp=before)
         return None
 
-    def _runs(self, tid: str) -> bytes | None:
+    def runs(self, tid: str) -> bytes | None:
         """Something that changes whenever the thread runs: its scheduler statistics
         (run time, wait time, time slices), or its context-switch counts without them."""
         runs = self._task_file(tid, "schedstat")
@@ -388,7 +508,7 @@ class _Look:
 
     def _task_file(self, tid: str, name: str) -> bytes | None:
         kept = self._files.kept
-        if kept is not None and tid == self._main:
+        if kept is not None and tid == self.main:
             return kept.read(name)
         return read_bytes(f"{self._proc}/{self._files.pid}/task/{tid}/{name}")
 
@@ -415,23 +535,30 @@ class _Look:
     def _ends_soon(self, call: WaitCall, args: list[int]) -> bool:
         """True if the wait gives up by itself within :data:`SHORT_WAIT_NS`, or its
         timeout cannot be read."""
+        limit = self._timeout_ns(call, args)
+        return limit is not None and limit <= SHORT_WAIT_NS
+
+    def _timeout_ns(self, call: WaitCall, args: list[int]) -> int | None:
+        """The wait's timeout in nanoseconds: None without one, -1 when it cannot be read."""
         if call.limit is Limit.NONE:
-            return False
+            return None
         value = args[call.limit_arg]
         if call.limit is Limit.MILLIS:
             millis = value & 0xFFFFFFFF
             if millis >= 1 << 31:
-                return False  # negative: no timeout
-            return millis * 1_000_000 <= SHORT_WAIT_NS
+                return None  # negative: no timeout
+            return millis * 1_000_000
         if value == 0:
-            return False  # NULL: no timeout
+            return None  # NULL: no timeout
         raw = self._files.memory(value, _TIME.size)
         if raw is None:
-            return True
+            return -1
         seconds, fraction = _TIME.unpack(raw)
+        if seconds < 0 or fraction < 0:
+            return -1  # the kernel refuses such a wait: nothing to judge
         scale = 1000 if call.limit is Limit.TIMEVAL else 1
         total: int = seconds * 1_000_000_000 + fraction * scale
-        return total <= SHORT_WAIT_NS
+        return total
 
     def _wait_set(self, kind: Wait, args: list[int]) -> _WaitSet | None:
         if kind is Wait.SELECT:

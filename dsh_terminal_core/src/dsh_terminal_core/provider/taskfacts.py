@@ -20,6 +20,14 @@
   without looking at the process's system call again (``ran_since`` compares).
 * ``sole_member``: whether a process group provably holds its leader alone, so no
   other member can still be writing output after the leader was seen waiting.
+* ``busy_ns_in`` and ``reaped_cpu``: how long a polling program was busy between two
+  looks, so an idle poller (``top``) can be told from one working between its key
+  polls: the time its thread ran or waited for a CPU to run on, exact, from the run
+  stamp, and the CPU time of the children it reaped (they may have done its work), in
+  clock ticks. Waiting for a CPU counts as busy: on a loaded machine a program that
+  works between its polls gets less CPU time per second, but wants as much of it.
+* ``write_calls``: how many ``write``-family calls a process has made, so a poller
+  that has not drawn anything yet is not taken for one idling at its first frame.
 
 Each returns None when the process is gone or unreadable, and everywhere but Linux.
 """
@@ -32,13 +40,16 @@ from .procfiles import KeptFiles
 from .procfs import read_bytes, read_stat
 
 __all__ = [
+    "busy_ns_in",
     "executable_id",
     "quietly_asleep",
     "ran_since",
+    "reaped_cpu",
     "run_stamp",
     "sole_member",
     "wake_count",
     "wakes_in",
+    "write_calls",
 ]
 
 _VOLUNTARY = b"\nvoluntary_ctxt_switches:"
@@ -73,6 +84,44 @@ def wakes_in(stamp: bytes) -> int | None:
         if len(fields) < 3:
             return None
         return int(fields[0]) + int(fields[2])
+    except ValueError:
+        return None
+
+
+def busy_ns_in(stamp: bytes) -> int | None:
+    """The time (nanoseconds) a thread spent running or runnable, from a run stamp taken
+    from the scheduler statistics; None for a ``voluntary_ctxt_switches:`` stamp, which
+    holds neither."""
+    fields = stamp.split()
+    if len(fields) < 2 or not (fields[0].isdigit() and fields[1].isdigit()):
+        return None
+    return int(fields[0]) + int(fields[1])
+
+
+def reaped_cpu(pid: int, proc: str = "/proc") -> tuple[int, int] | None:
+    """``pid``'s start time and the CPU time of the children it has reaped, both in
+    clock ticks (``starttime``, ``cutime`` + ``cstime`` of ``/proc/<pid>/stat``)."""
+    raw = read_bytes(f"{proc}/{pid}/stat")
+    if raw is None:
+        return None
+    close = raw.rfind(b")")
+    fields = raw[close + 2 :].split() if close >= 0 else []
+    try:
+        return int(fields[19]), int(fields[13]) + int(fields[14])
+    except (IndexError, ValueError):
+        return None
+
+
+def write_calls(pid: int, proc: str = "/proc") -> int | None:
+    """The ``write``-family system calls ``pid`` has made (``syscw`` of ``/proc/<pid>/io``,
+    counted from its fork, so its parent's writes are not in it); None if unreadable."""
+    raw = read_bytes(f"{proc}/{pid}/io")
+    start = raw.find(b"syscw:") if raw is not None else -1
+    if raw is None or start < 0:
+        return None
+    end = raw.find(b"\n", start)
+    try:
+        return int(raw[start + len(b"syscw:") : end if end >= 0 else len(raw)])
     except ValueError:
         return None
 

@@ -27,7 +27,13 @@ from ..errors import TerminalError, UnsupportedPlatform
 from ..signals import FOREGROUND_SIGNALS
 from . import hostexit, hostguard
 from .env import child_environment
-from .inspector import ReaderWait, StdinProbe, TerminalIdentity, default_stdin_probe
+from .inspector import (
+    PollingWait,
+    ReaderWait,
+    StdinProbe,
+    TerminalIdentity,
+    default_stdin_probe,
+)
 from .peer import TerminalInput
 from .process_table import ProcessIdentity, ProcessTable, default_process_table
 from .procfiles import KeptFiles
@@ -416,8 +422,10 @@ class LocalTerminalProcess:
         ``input_waiting`` is exact on Linux (some member is blocked reading this terminal,
         on fd 0 or on a ``/dev/tty`` descriptor) and always False elsewhere; ``wake_count``
         then lets a caller tell "still the same wait" from "woke and waits again".
-        ``echo``/``canonical`` are the terminal's ECHO/ICANON flags. Returns None when the
-        group or the terminal settings cannot be read.
+        ``echo``/``canonical`` are the terminal's ECHO/ICANON flags. ``polling`` describes a
+        group that is its leader alone, polling the terminal with a short timeout (see
+        :class:`.inspector.PollingWait`). Returns None when the group or the terminal
+        settings cannot be read.
         """
         pgid = self.foreground_pgid()
         fd = self._channel.fd
@@ -426,9 +434,8 @@ class LocalTerminalProcess:
         lflag = _local_modes(fd)
         if lflag is None:
             return None
-        reader = (
-            self._probe.group_reader(pgid, self._terminal) if self._terminal is not None else None
-        )
+        found = self._probe.group_wait(pgid, self._terminal) if self._terminal is not None else None
+        reader = found if isinstance(found, ReaderWait) else None
         return Foreground(
             process_group_id=pgid,
             input_waiting=reader is not None,
@@ -436,6 +443,7 @@ class LocalTerminalProcess:
             canonical=bool(lflag & termios.ICANON),
             wake_count=(reader.wakes or 0) if reader is not None else 0,
             leader_stamp=reader.stamp if reader is not None else None,
+            polling=found if isinstance(found, PollingWait) else None,
         )
 
     def is_reading_terminal(self, pid: int) -> bool:

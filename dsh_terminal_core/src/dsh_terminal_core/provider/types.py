@@ -8,7 +8,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from .inspector import ReaderWait
+from .inspector import PollingWait, ReaderWait
 
 __all__ = [
     "ExitStatus",
@@ -61,6 +61,12 @@ class Foreground:
     whenever a thread runs) of the threads found waiting: when it moves between two looks at
     the same waiting group, that group woke up (read something) and went back to waiting
     in between.
+
+    ``polling`` is set only when no member is provably waiting and the group is a
+    single-threaded leader alone, polling the terminal: blocked reading it in a wait that
+    would be proof but for its own short timeout (``top -d 1``, a curses program with a key
+    timeout). Alone it proves nothing; a caller that sees it come back, look after look,
+    with little CPU used between, may conclude the program waits for keys.
     """
 
     process_group_id: int
@@ -71,6 +77,7 @@ class Foreground:
     # The reading leader's run stamp (single-threaded leaders only): while
     # ``ran_since(process_group_id, leader_stamp)`` is False, the leader is in this very wait.
     leader_stamp: bytes | None = None
+    polling: PollingWait | None = None
 
     @property
     def input_hidden(self) -> bool:
