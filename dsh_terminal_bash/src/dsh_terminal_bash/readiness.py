@@ -180,7 +180,9 @@ class Readiness:
         self._marker_exit: int | None = None
         self._prompt_tail_at: float | None = None
         self._wait_seen_at: float | None = None
-        self._polls = PollingWatch()  # sightings of a program polling its keyboard
+        # Sightings of a program polling its keyboard; made at the first one, since
+        # almost every send settles without any.
+        self._polls: PollingWatch | None = None
         self.settled = False
         # Set while a cancel is in force: a shell's read is then only trusted with the
         # prompt that follows the interrupt (the line editor can sit in a read after
@@ -438,13 +440,16 @@ class Readiness:
         """
         if foreground.polling is None:
             return False
+        polls = self._polls
+        if polls is None:
+            polls = self._polls = PollingWatch()
         pgid = foreground.process_group_id
         if pgid == self._probe.shell_group() or self._probe.is_protocol_shell(pgid):
-            self._polls.reset()
+            polls.reset()
             return False
         now = self._loop.time()
-        if not self._polls.see(foreground, now):
-            due = self._polls.next_look
+        if not polls.see(foreground, now):
+            due = polls.next_look
             if due is not None:
                 self._arm_probe(max(due - now, 0.0) * 1000 + 1)
             return False

@@ -51,6 +51,8 @@ CONTINUATION_PROMPT = "> "
 # interrupt of the previous command (a status line, blank lines, its prompt).
 _ANSWER_BOUND = 512
 
+_NO_SOCKETS: frozenset[int] = frozenset()
+
 # How long a send that follows a cancelled one waits for it to settle. An interrupted
 # command stops and the prompt returns within milliseconds; a program that ignores
 # SIGINT keeps the session, and the follower is refused rather than kept waiting.
@@ -110,7 +112,11 @@ class BashSession:
         self._watchers: list[Callable[[], None]] = []
         # Sockets of the session's processes already listening when the latest send's
         # input was written: a result reports only the ones that came after.
-        self._listening_before: frozenset[int] = frozenset()
+        self._listening_before: frozenset[int] = _NO_SOCKETS
+        # The shell's run stamp from the look before a check that found it childless: while
+        # the shell has not run since, it still has no child (only it forks its children).
+        self._childless_stamp: bytes | None = None
+        self._stamped_before: Foreground | None = None
         process.set_output_handler(self._on_output)
         process.done.add_done_callback(self._on_exit)
 
@@ -189,11 +195,13 @@ class BashSession:
         look from before the write by its wait alone (group, waiting, wake count).
         """
         seen, self._wait_seen = self._wait_seen, None
+        self._stamped_before = None
         if seen is not None and seen.leader_stamp is not None:
             pgid = seen.process_group_id
             if self._process.foreground_pgid() == pgid and not self._process.ran_since(
                 pgid, seen.leader_stamp
             ):
+                self._stamped_before = seen
                 return seen
         return self.foreground()
 
@@ -293,14 +301,26 @@ class BashSession:
         children, as at an idle prompt.
         """
         shell = self._shell_pgid
-        if shell is None or self._status.kind == "exited" or not has_children(shell):
+        if shell is None or self._status.kind == "exited":
             return ()
+        seen = self._wait_seen  # read before the children: see _childless_stamp
+        children = self._process.has_children(shell)  # a pread of a kept file
+        if children is None:
+            children = has_children(shell)
+        if not children:
+            if seen is not None and seen.process_group_id == shell:
+                self._childless_stamp = seen.leader_stamp
+            return ()
+        self._childless_stamp = None
         return tuple(listeners(session_processes(shell)))
 
     def _new_listeners(self) -> tuple[Listener, ...]:
         """Listening sockets that were not listening when the latest input was written."""
+        now = self.listening()
+        if not now:
+            return now
         before = self._listening_before
-        return tuple(found for found in self.listening() if found.inode not in before)
+        return tuple(found for found in now if found.inode not in before)
 
     # -- output -----------------------------------------------------------------------
 
@@ -673,7 +693,19 @@ class BashSession:
         readiness = self._readiness
         if readiness is not None and self._op is op:
             readiness.on_write_start(before)
-        self._listening_before = frozenset(found.inode for found in self.listening())
+        if (
+            before is not None
+            and before is self._stamped_before
+            and before.leader_stamp is not None
+            and before.leader_stamp == self._childless_stamp
+        ):
+            # The shell was seen childless after this very look, and has not run since.
+            self._listening_before = _NO_SOCKETS
+        else:
+            listening = self.listening()
+            self._listening_before = (
+                frozenset(found.inode for found in listening) if listening else _NO_SOCKETS
+            )
         return payload.encode("utf-8") if not op.input_cancelled else b""
 
     async def _write_rest(self, op: BashSendOperation, payload: bytes) -> None:

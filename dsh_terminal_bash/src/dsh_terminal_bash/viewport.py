@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dsh_terminal_core.textbounds import TailBuffer, utf8_head, utf8_len
 
-from dsh_terminal_core.overstrike import render
+from dsh_terminal_core.overstrike import BS, render
 
 __all__ = ["HEAD_TAIL_MIN_BYTES", "MARKER_ROOM", "TailBuffer", "ViewportBuffer"]
 
@@ -102,7 +102,8 @@ class ViewportBuffer:
         head = "".join(self._head)
         tail = self._tail.text()
         if not self._tail.truncated:
-            return render(head + tail)
+            text = head + tail
+            return render(text) if BS in text else text
         head, tail = render(head), render(tail)
         if self._head_room == 0:
             return tail

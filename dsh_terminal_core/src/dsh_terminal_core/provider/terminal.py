@@ -338,6 +338,15 @@ class LocalTerminalProcess:
         """The (device, inode) of ``pid``'s executable, or None when unknown."""
         return executable_id(pid)
 
+    def has_children(self, pid: int) -> bool | None:
+        """Whether the shell ``pid`` (see :meth:`set_shell_process_group`) has a child
+        process now, from its kept ``children`` file; None for another pid or when the
+        file cannot be read (the caller then asks :mod:`.listening`)."""
+        kept = self._kept
+        if kept is None or kept.pid != pid:
+            return None
+        return kept.has_content("children")
+
     def sole_member(self, pgid: int) -> bool:
         """True only if group ``pgid`` provably holds its leader alone (Linux).
 

@@ -158,6 +158,10 @@ class TerminalProcess(Protocol):
         """The (device, inode) of ``pid``'s executable; None when unknown."""
         ...
 
+    def has_children(self, pid: int) -> bool | None:
+        """Whether the shell ``pid`` has a child process now; None when unknown."""
+        ...
+
     def sole_member(self, pgid: int) -> bool:
         """Group ``pgid`` provably holds its leader alone; False when unknown."""
         ...
