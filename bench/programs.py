@@ -71,10 +71,14 @@ class Program:
     needs: str | None = None  # an executable that must exist, else the row is skipped
 
 
+_HTOPRC = "/tmp/dsh-bench-htoprc"
+
 PROGRAMS: tuple[Program, ...] = (
     Program("top-1", "top -d 1", True, {"text": "top -d 1"}, "keys", "top"),
     Program("top-0.5", "top -d 0.5", True, {"text": "top -d 0.5"}, "keys", "top"),
-    Program("htop", "htop", True, {"text": "htop"}, "keys", "htop"),
+    # htop saves its settings as it quits: HTOPRC keeps them out of the home directory.
+    Program("htop", "htop", True, {"text": f"HTOPRC={_HTOPRC} htop"}, "keys", "htop"),
+    Program("htop-0.5", "htop -d 5", True, {"text": f"HTOPRC={_HTOPRC} htop -d 5"}, "keys", "htop"),
     Program("man", "man ls", False, {"text": "man ls"}, "none", "man"),
     Program(
         "http.server",
