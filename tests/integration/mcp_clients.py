@@ -9,6 +9,9 @@ it connects to ``server`` (see ``test_mcp_http.http_server``) with ``token``.
 The revision is asked for as each framework asks: ``mode="2026-07-28"`` adopts it
 without a probe, ``"auto"`` probes ``server/discover`` first (what both frameworks do by
 default), ``"legacy"`` runs the 2025-11-25 handshake.
+
+``fastmcp_transport`` and ``fastmcp_elicitation`` are the FastMCP pieces on their own,
+for clients built on FastMCP's (pydantic-ai's ``MCPToolset`` takes both).
 """
 
 from __future__ import annotations
@@ -155,6 +158,48 @@ async def _sdk(
         yield client
 
 
+def fastmcp_elicitation(person: Person) -> Callable[..., Awaitable[types.ElicitResult]]:
+    """``person`` as a FastMCP elicitation handler (what pydantic-ai's toolset forwards too)."""
+
+    async def elicit(_message: str, _type: Any, params: Any, _ctx: Any) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestURLParams), params
+        return await person(params)
+
+    return elicit
+
+
+def fastmcp_transport(
+    transport: str,
+    workspace: Path,
+    *,
+    url: str | None = None,
+    headers: dict[str, str] | None = None,
+    on_http_response: Callable[[httpx2.Response], Awaitable[None]] | None = None,
+) -> Any:
+    """A FastMCP transport: over stdio it starts the server (log in ``server.log``)."""
+    from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
+
+    if transport == "stdio":
+        return StdioTransport(
+            sys.executable,
+            [*SERVER_ARGS, "--workspace", str(workspace)],
+            env=_environ(),
+            cwd=str(workspace),
+            keep_alive=False,
+            log_file=workspace / "server.log",
+        )
+    assert url is not None
+
+    def factory(**kwargs: Any) -> httpx2.AsyncClient:
+        kwargs.setdefault("timeout", httpx2.Timeout(30.0, read=300.0))
+        client = httpx2.AsyncClient(**kwargs)
+        if on_http_response is not None:
+            client.event_hooks["response"].append(on_http_response)
+        return client
+
+    return StreamableHttpTransport(url, headers=headers, httpx_client_factory=factory)
+
+
 @contextlib.asynccontextmanager
 async def _fastmcp(
     transport: str,
@@ -167,42 +212,18 @@ async def _fastmcp(
     on_http_response: Callable[[httpx2.Response], Awaitable[None]] | None,
 ) -> AsyncIterator[Any]:
     from fastmcp import Client
-    from fastmcp.client.transports import StdioTransport, StreamableHttpTransport
-
-    async def elicit(_message: str, _type: Any, params: Any, _ctx: Any) -> types.ElicitResult:
-        assert isinstance(params, types.ElicitRequestURLParams), params
-        assert person is not None
-        return await person(params)
 
     async def log(message: Any) -> None:
         assert logs is not None
         await logs(message)
 
-    target: Any
-    if transport == "stdio":
-        target = StdioTransport(
-            sys.executable,
-            [*SERVER_ARGS, "--workspace", str(workspace)],
-            env=_environ(),
-            cwd=str(workspace),
-            keep_alive=False,
-            log_file=workspace / "server.log",
-        )
-    else:
-        assert url is not None
-
-        def factory(**kwargs: Any) -> httpx2.AsyncClient:
-            kwargs.setdefault("timeout", httpx2.Timeout(30.0, read=300.0))
-            client = httpx2.AsyncClient(**kwargs)
-            if on_http_response is not None:
-                client.event_hooks["response"].append(on_http_response)
-            return client
-
-        target = StreamableHttpTransport(url, headers=headers, httpx_client_factory=factory)
+    target = fastmcp_transport(
+        transport, workspace, url=url, headers=headers, on_http_response=on_http_response
+    )
     async with Client(
         target,
         mode=mode,
-        elicitation_handler=elicit if person is not None else None,
+        elicitation_handler=fastmcp_elicitation(person) if person is not None else None,
         log_handler=log if logs is not None else None,
     ) as client:
         yield client
