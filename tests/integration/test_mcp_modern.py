@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from .mcp_clients import COMBINATIONS, IDS, LEGACY, MODERN, connect, text_of, value_of
 from .test_mcp_http import TOKEN_A, TOKEN_B, http_server
+from .test_mcp_notifications import Inbox
 
 TEST_BOUND_S = 90
 ARRIVAL_BOUND_S = 20
@@ -177,25 +178,6 @@ async def test_one_http_endpoint_serves_both_eras_to_one_identity(tmp_path: Path
             foreign = await other.call("terminal_send", {"sessionId": sid, "text": "echo no"})
             assert foreign.is_error and text_of(foreign).startswith("error [FOREIGN_SESSION]")
             await new.call("terminal_close", {"sessionId": sid})
-
-
-class Inbox:
-    """Logging notifications as they arrive, waking a waiter on each."""
-
-    def __init__(self) -> None:
-        self.messages: list[types.LoggingMessageNotificationParams] = []
-        self._arrived = anyio.Event()
-
-    async def __call__(self, params: types.LoggingMessageNotificationParams) -> None:
-        self.messages.append(params)
-        self._arrived.set()
-        self._arrived = anyio.Event()
-
-    async def wait_for(self, count: int) -> list[types.LoggingMessageNotificationParams]:
-        with anyio.fail_after(ARRIVAL_BOUND_S):
-            while len(self.messages) < count:
-                await self._arrived.wait()
-        return self.messages
 
 
 @pytest.mark.parametrize("combination", COMBINATIONS, ids=IDS)

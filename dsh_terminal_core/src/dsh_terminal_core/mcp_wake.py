@@ -99,14 +99,7 @@ class ClientWake:
         data = notification_data(notice)
         if data is None or self._closed or not delivered_at(self.level):
             return
-        try:
-            on_loop = asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
-            self._queue_up(data)
-        else:
-            self._loop.call_soon_threadsafe(self._queue_up, data)
+        _on_loop(self._loop, self._queue_up, data)
 
     def _queue_up(self, data: dict[str, Any]) -> None:
         if self._closed:
@@ -202,14 +195,7 @@ class _ListenStream:
         data = notification_data(notice)
         if data is None:
             return
-        try:
-            on_loop = asyncio.get_running_loop() is self._loop
-        except RuntimeError:
-            on_loop = False
-        if on_loop:
-            self._put(data)
-        else:
-            self._loop.call_soon_threadsafe(self._put, data)
+        _on_loop(self._loop, self._put, data)
 
     def _put(self, data: dict[str, Any] | None) -> None:
         if self.queue.full():
@@ -328,3 +314,18 @@ def install(server: Server[Any], agent_of: AgentOf, listens: Listens) -> None:
     server.add_request_handler(
         "subscriptions/listen", types.SubscriptionsListenRequestParams, listen
     )
+
+
+def _on_loop(
+    loop: asyncio.AbstractEventLoop, step: Callable[[dict[str, Any]], None], data: dict[str, Any]
+) -> None:
+    """Run ``step(data)`` on ``loop``: now when called there, else soon from any thread
+    (``Agent.notify`` may be called from another thread)."""
+    try:
+        here = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        here = False
+    if here:
+        step(data)
+    else:
+        loop.call_soon_threadsafe(step, data)

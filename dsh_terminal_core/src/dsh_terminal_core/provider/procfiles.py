@@ -46,17 +46,7 @@ class KeptFiles:
 
     def read(self, name: str) -> bytes | None:
         """The current content of the main thread's ``name`` (``schedstat``, ``syscall``)."""
-        fd = self._fds.get(name)
-        if fd is None:
-            fd = self._open(name, f"{self._task}/{name}")
-            if fd is None:
-                return None
-        try:
-            data = os.pread(fd, _READ_SIZE, 0)
-        except OSError:
-            self._forget(name)
-            return None
-        return data or None
+        return self._pread(name, _READ_SIZE) or None
 
     def has_content(self, name: str) -> bool | None:
         """Whether the main thread's ``name`` is non-empty now; None when it cannot be read.
@@ -64,13 +54,19 @@ class KeptFiles:
         One ``pread`` of a byte: ``children`` asked on every send costs that, where an
         open, read and close of the file each time cost several microseconds more.
         """
+        data = self._pread(name, 1)
+        return None if data is None else bool(data)
+
+    def _pread(self, name: str, size: int) -> bytes | None:
+        """Up to ``size`` bytes of the main thread's ``name`` from its start; None when
+        it cannot be opened or read (the kept descriptor is then dropped)."""
         fd = self._fds.get(name)
         if fd is None:
             fd = self._open(name, f"{self._task}/{name}")
             if fd is None:
                 return None
         try:
-            return bool(os.pread(fd, 1, 0))
+            return os.pread(fd, size, 0)
         except OSError:
             self._forget(name)
             return None
