@@ -92,3 +92,12 @@ async def test_the_plugin_the_readme_teaches_loads_and_dispatches() -> None:
         result = await h.call_tool(agent, "session_count", {})
         assert (result.value, result.is_error) == ({"open": 0}, False)
         assert h.ctx.tools.get("session_count").plugin == "session-count"
+
+
+def test_the_readme_stays_a_five_minute_read_and_its_links_resolve() -> None:
+    """SPEC §20: the README is at most 20,000 bytes; topic detail lives in docs/."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) <= 20_000
+    links = re.findall(r"\]\(((?:docs|consumers)/[^)#]+)\)", readme)
+    assert links, "the README links its docs pages"
+    assert [link for link in links if not (ROOT / link).is_file()] == []

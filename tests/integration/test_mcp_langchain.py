@@ -16,7 +16,7 @@ What is pinned here (SPEC §25, issue 35):
   format, and OpenAI strict format) without an exception;
 - the adapter's default (``get_tools()`` without a session) opens a new MCP session per
   call. Over stdio that is a new server per call, so ``terminal_send`` after
-  ``terminal_open`` answers ``NO_SESSION`` — expected, and why the README tells
+  ``terminal_open`` answers ``NO_SESSION`` — expected, and why docs/mcp.md tells
   LangChain users to hold ``client.session()``. Over HTTP the same default works,
   because terminals belong to the token's identity, not to the MCP session (§18);
 - nothing is left running: the driver snapshots every process under it (the stdio
@@ -263,7 +263,7 @@ async def test_langchain_default_client_over_stdio_answers_no_session(
 
     The terminal ``terminal_open`` started lived in the first call's server, which
     closed it with its process tree when the adapter disconnected; the next call's
-    server never heard of it. The README tells LangChain users to hold a session.
+    server never heard of it. docs/mcp.md tells LangChain users to hold a session.
     """
     result = await run_driver(langchain_python, stdio_config(tmp_path, "stateless"))
     assert steps_by_tool(result) == [
@@ -300,9 +300,9 @@ async def test_langchain_default_client_over_http_keeps_the_identity_s_terminals
 
 
 def readme_langchain_snippet() -> str:
-    """The README's LangChain snippet, as a user would copy it."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### From agent frameworks", 1)[1].split("\n### ", 1)[0]
+    """The MCP page's LangChain snippet (docs/mcp.md), as a user would copy it."""
+    page = (ROOT / "docs" / "mcp.md").read_text()
+    section = page.split("## From agent frameworks", 1)[1].split("\n## ", 1)[0]
     blocks = [b.split("```", 1)[0] for b in section.split("```python\n")[1:]]
     (snippet,) = [b for b in blocks if "langchain_mcp_adapters" in b]
     return snippet
@@ -324,7 +324,7 @@ def processes_in(workspace: Path) -> list[str]:
 
 
 async def test_the_readme_langchain_snippet_runs(tmp_path: Path, langchain_python: Path) -> None:
-    """The README's snippet, copied as is, with this machine's paths and no confinement."""
+    """The MCP page's snippet, copied as is, with this machine's paths and no confinement."""
     args = '"args": ["mcp", "--workspace", "/home/me/project"]'
     snippet = readme_langchain_snippet()
     assert snippet.count(args) == 1 and "/absolute/path/to/dsh-terminal" in snippet

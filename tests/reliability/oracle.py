@@ -303,7 +303,7 @@ async def _step(s: _Stream) -> None:
             await _type_ahead(s)
         return
     if s.idle_sigint and roll >= 0.94:
-        await _sigint(s)  # the shell itself, idle at its prompt (see the README's gap)
+        await _sigint(s)  # the shell itself, idle at its prompt (see docs/reliability.md's gap)
         return
     if roll < 0.58:
         await _plain(s)
