@@ -37,7 +37,7 @@ import attrs
 from dsh_terminal_core.terminals.types import ReadResult
 from dsh_terminal_core.textbounds import utf8_head, utf8_len, utf8_tail
 
-from dsh_terminal_core.overstrike import render, render_lines
+from dsh_terminal_core.overstrike import BS, render, render_lines
 
 __all__ = ["Scrollback"]
 
@@ -237,8 +237,9 @@ class Scrollback:
 
     Not thread-safe. ``append`` takes text exactly as the sanitizer produced it: ``\\n``
     ends a line, everything else is line content. Lines are stored as they came and
-    rendered (:mod:`dsh_terminal_core.overstrike`) as they are read, so a backspace in a later chunk still
-    applies to the text before it.
+    rendered (:mod:`dsh_terminal_core.overstrike`) as they are read, so a backspace in a
+    later chunk still applies to the text before it; until a backspace is first stored,
+    reads skip that step.
     """
 
     def __init__(self, max_lines: int = 10000, max_bytes: int = 4 * 1024 * 1024) -> None:
@@ -260,6 +261,8 @@ class Scrollback:
         self._open_ascii = True
         self._open_active = False  # the open line has started, even if cut to nothing
         self._dropped = False
+        # A backspace was ever stored: only then do reads render (most sessions never).
+        self._overstruck = False
 
     @property
     def total_lines(self) -> int:
@@ -297,7 +300,8 @@ class Scrollback:
     def open_line(self) -> str:
         """The line still being written (no newline yet), as retained and as a terminal
         shows it (backspaces applied); ``""`` when none."""
-        return render("".join(self._open))
+        text = "".join(self._open)
+        return render(text) if self._overstruck else text
 
     def append(self, text: str) -> int:
         """Add sanitized text; a trailing partial line stays open for later appends.
@@ -307,6 +311,8 @@ class Scrollback:
         """
         if not text:
             return 0
+        if not self._overstruck and BS in text:
+            self._overstruck = True
         last_newline = text.rfind("\n")
         if last_newline < 0:
             self._extend_open(text)
@@ -354,7 +360,9 @@ class Scrollback:
             truncated = True
         begin = min(begin, total)
         end = min(begin + count, total)
-        lines = render_lines(self._lines_between(begin, end))
+        lines = self._lines_between(begin, end)
+        if self._overstruck:
+            lines = render_lines(lines)
         text = "\n".join(lines)
         if utf8_len(text) > max_bytes:
             truncated = True
@@ -374,7 +382,8 @@ class Scrollback:
         begin = max(cursor, self.first_line)
         if begin >= self._complete:
             return [], max(cursor, self._complete)
-        return render_lines(self._complete_lines(begin, self._complete)), self._complete
+        lines = self._complete_lines(begin, self._complete)
+        return (render_lines(lines) if self._overstruck else lines), self._complete
 
     def tail_text(self, max_bytes: int) -> str:
         """Return the last ``max_bytes`` UTF-8 bytes of the retained text, code point safe.
@@ -394,7 +403,8 @@ class Scrollback:
         for block in reversed(chosen):
             lines.extend(block.lines[block.start :])
         text = "\n".join(lines) + "\n" + open_text if lines else open_text
-        return render(utf8_tail(text, max_bytes)[0])
+        tail = utf8_tail(text, max_bytes)[0]
+        return render(tail) if self._overstruck else tail
 
     # -- storage ---------------------------------------------------------------------
 
