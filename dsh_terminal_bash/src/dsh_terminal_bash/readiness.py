@@ -81,7 +81,6 @@ class Settlement:
     input_hidden: bool = False
     by_prompt: bool = False
     match: LineMatch | None = None
-    listening: bool = False  # settled by the listening tier
 
 
 class ReadinessProbe(Protocol):
@@ -512,7 +511,7 @@ class Readiness:
             self._schedule()
             return
         if self._probe.foreground_listening():
-            self._settle(Settlement(reason=WaitReason.INFERRED_IDLE, listening=True))
+            self._settle(Settlement(reason=WaitReason.INFERRED_IDLE))
             return
         # Quiet and not listening (a build between two steps, a server still starting):
         # look again after twice the wait, so a long quiet stretch costs a few looks at

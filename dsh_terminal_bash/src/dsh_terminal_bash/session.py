@@ -11,7 +11,7 @@ import attrs
 
 from dsh_terminal_core.cancel import Cancellation
 from dsh_terminal_core.errors import OperationCancelled, TerminalError
-from dsh_terminal_core.linematch import LineMatcher
+from dsh_terminal_core.linematch import LineMatch, LineMatcher
 from dsh_terminal_core.provider import ExitStatus, Foreground, TerminalProcess
 from dsh_terminal_core.provider.listening import (
     Listener,
@@ -361,22 +361,19 @@ class BashSession:
         if markers:
             self._markers += len(markers)
             self._marker_event.set()
-        matched = False
+        match: LineMatch | None = None
         if text:
             completed = self._scrollback.append(text)
             op = self._op
             if op is not None:
                 if op.matcher is not None and op.collecting:
-                    matched = self._feed_matcher(op, op.matcher, text)
+                    match = self._feed_matcher(op, op.matcher, text)
                 else:
                     op.append(text, completed)
             elif self._readiness is not None:
                 self._startup_text.append(text)
         readiness = self._readiness
-        if matched and readiness is not None and not readiness.settled:
-            assert self._op is not None and self._op.matcher is not None
-            match = self._op.matcher.matched
-            assert match is not None
+        if match is not None and readiness is not None and not readiness.settled:
             readiness.on_match(match)
         if readiness is not None and not readiness.settled:
             readiness.on_output(
@@ -388,8 +385,11 @@ class BashSession:
         if text:
             self._notify()
 
-    def _feed_matcher(self, op: BashSendOperation, matcher: LineMatcher, text: str) -> bool:
-        """Collect ``text`` for ``op`` up to the end of a line matching its ``wait_for``.
+    def _feed_matcher(
+        self, op: BashSendOperation, matcher: LineMatcher, text: str
+    ) -> LineMatch | None:
+        """Collect ``text`` for ``op`` up to the end of a line matching its ``wait_for``;
+        that line, once one matched.
 
         Output after the matching line (in the same piece) goes to the scrollback only:
         the result, and a background job's output, end with that line.
@@ -397,9 +397,9 @@ class BashSession:
         end = matcher.feed(text, op.viewport.first_line)
         if end is None:
             op.append(text)
-            return False
+            return None
         op.append(text[:end])
-        return True
+        return matcher.matched
 
     def _on_exit(self, done: asyncio.Future[ExitStatus]) -> None:
         self._consume(self._sanitizer.flush())
