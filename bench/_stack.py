@@ -6,8 +6,8 @@ from typing import Any
 
 from _env import Expect
 
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import SendRequest, SpawnRequest
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import SendRequest, SpawnRequest
 
 __all__ = ["ServiceDriver", "ToolDriver", "stack_config"]
 

@@ -211,7 +211,7 @@ async def _open_provider() -> tuple[Any, Any]:
 
 
 async def _open_service(harness: Any, agent: Any) -> tuple[Any, Any]:
-    from dsh_terminal_core.terminals import SpawnRequest
+    from dsh_terminal_core.registry import SpawnRequest
 
     registry = harness.ctx.terminals
 
@@ -227,7 +227,7 @@ async def _open_service(harness: Any, agent: Any) -> tuple[Any, Any]:
 async def _worker(level: str, spawner: str, batches: int, concurrency: int) -> dict[str, Any]:
     from _stack import stack_config
 
-    from dsh_terminal_core.harness import Harness
+    from dsh_terminal_core.kernel.harness import Harness
 
     _choose_spawner(spawner)
     harness = Harness(config=stack_config())
@@ -358,7 +358,7 @@ def _choose_spawner(spawner: str) -> str:
     """
     from dsh_terminal_bash import backend
     from dsh_terminal_core.provider import LocalTerminalProvider, forkclient, ptyspawn, terminal
-    from dsh_terminal_core.terminals import service
+    from dsh_terminal_core.registry import service
 
     if spawner == "before":
 

@@ -86,7 +86,7 @@ def _check(value: Any) -> None:
 
 @contextlib.asynccontextmanager
 async def in_process() -> AsyncIterator[Contender]:
-    from dsh_terminal_core.harness import Harness
+    from dsh_terminal_core.kernel.harness import Harness
 
     async with Harness(config=stack_config()) as h:
         agent = h.create_agent("bench")

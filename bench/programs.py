@@ -259,7 +259,7 @@ def _infrastructure() -> list[tuple[int, str]]:
 
 
 async def _worker(keys: Sequence[str], sandbox: str) -> dict[str, Any]:
-    from dsh_terminal_core.harness import Harness
+    from dsh_terminal_core.kernel.harness import Harness
 
     seen: dict[int, Seen] = {}
     rows: list[Row] = []

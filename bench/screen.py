@@ -28,8 +28,8 @@ from _raw import RawDriver
 from _scenarios import _reset_peak_rss, _status_kib, seq_bytes
 from _stack import stack_config
 
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import SendRequest, SpawnRequest
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import SendRequest, SpawnRequest
 
 MIB = 1024 * 1024
 

@@ -96,7 +96,7 @@ async def _timed(rounds: int, once: Any) -> tuple[list[float], float]:
 
 
 async def run(rounds: int, opens: int, workdir: Path) -> dict[str, Any]:
-    from dsh_terminal_core.harness import Harness
+    from dsh_terminal_core.kernel.harness import Harness
 
     rows: list[dict[str, Any]] = []
     with running_sshd(workdir / "sshd") as server:

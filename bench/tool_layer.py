@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _stack import ToolDriver
 from _stats import percentile
 
-from dsh_terminal_core.terminals import SendRequest
+from dsh_terminal_core.registry import SendRequest
 
 
 async def run(rounds: int, block: int, text: str, warmup: int) -> None:

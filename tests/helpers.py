@@ -10,11 +10,11 @@ from typing import Any
 
 import psutil
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.provider import LocalTerminalProcess
 from dsh_terminal_core.provider.forkclient import server_script
-from dsh_terminal_core.terminals import SendRequest, SendResult, SpawnRequest
+from dsh_terminal_core.registry import SendRequest, SendResult, SpawnRequest
 
 # The model-facing tools of the terminal tool plugin, in the order it registers them.
 TERMINAL_TOOLS = (

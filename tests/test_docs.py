@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pluggy
 
-from dsh_terminal_core import ErrorCode, hookspecs
+from dsh_terminal_core import ErrorCode
+from dsh_terminal_core.kernel import hookspecs
 
 ROOT = Path(__file__).parents[1]
 REFERENCE = (ROOT / "docs" / "reference.md").read_text()
@@ -80,8 +81,10 @@ def _readme_plugin_source() -> str:
 async def test_the_plugin_the_readme_teaches_loads_and_dispatches() -> None:
     import types
 
-    from dsh_terminal_core.core_plugins import sandbox_policy, subprocess_local, terminals
-    from dsh_terminal_core.harness import Harness
+    from dsh_terminal_core.kernel.harness import Harness
+    from dsh_terminal_core.provider import plugin as subprocess_local
+    from dsh_terminal_core.registry import plugin as terminals
+    from dsh_terminal_core.sandbox import policy_plugin as sandbox_policy
 
     module = types.ModuleType("readme_plugin")
     exec(compile(_readme_plugin_source(), "README.md", "exec"), module.__dict__)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dsh_terminal_bash import BashConfig
-from dsh_terminal_core.errors import ConfigError
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.errors import ConfigError
+from dsh_terminal_core.kernel.harness import Harness
 
 
 def test_defaults_are_the_production_values() -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dsh_terminal_core.errors import TerminalError
-from dsh_terminal_core.terminals import SendRequest, SpawnRequest, WaitReason
+from dsh_terminal_core.kernel.errors import TerminalError
+from dsh_terminal_core.registry import SendRequest, SpawnRequest, WaitReason
 
 from ..helpers import full_access, harness, open_shell
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from dsh_terminal_core.errors import TerminalError
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.errors import TerminalError
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import SpawnRequest, WaitReason
 from dsh_terminal_core.sandbox.bwrap import BwrapConfig, BwrapSandbox
-from dsh_terminal_core.terminals import SpawnRequest, WaitReason
 
 from ..helpers import send
 
@@ -102,7 +102,9 @@ async def test_mode_fence_holds_while_a_session_is_open(tmp_path: Path) -> None:
 
 async def test_confined_mode_without_a_sandbox_provider_fails_before_spawn(tmp_path: Path) -> None:
     from dsh_terminal_bash import plugin as bash_plugin
-    from dsh_terminal_core.core_plugins import sandbox_policy, subprocess_local, terminals
+    from dsh_terminal_core.provider import plugin as subprocess_local
+    from dsh_terminal_core.registry import plugin as terminals
+    from dsh_terminal_core.sandbox import policy_plugin as sandbox_policy
 
     before = set(os.listdir("/proc"))
     async with Harness(

@@ -14,9 +14,9 @@ import time
 import pytest
 
 from dsh_terminal_bash import BashConfig
-from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.errors import TerminalError
-from dsh_terminal_core.terminals import SendRequest, SpawnRequest, WaitReason
+from dsh_terminal_core.kernel.cancel import Cancellation
+from dsh_terminal_core.kernel.errors import TerminalError
+from dsh_terminal_core.registry import SendRequest, SpawnRequest, WaitReason
 
 from ..helpers import full_access, harness, open_shell, send
 
@@ -322,7 +322,7 @@ async def test_scrollback_read_pages_by_absolute_line() -> None:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
         await send(h, agent, sid, "seq 1 300")
-        from dsh_terminal_core.terminals import ReadRequest
+        from dsh_terminal_core.registry import ReadRequest
 
         page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=0, count=1000))
         lines = page.text.split("\n")

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import WaitReason
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import WaitReason
 
 from ..helpers import full_access, harness, open_shell, send
 

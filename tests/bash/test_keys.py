@@ -6,7 +6,7 @@ import pytest
 
 from dsh_terminal_bash.keys import encode_keys
 from dsh_terminal_bash.modes import ModeTracker, TerminalModes
-from dsh_terminal_core.errors import TerminalError
+from dsh_terminal_core.kernel.errors import TerminalError
 
 NORMAL = TerminalModes()
 APPLICATION = TerminalModes(application_cursor=True)

@@ -8,8 +8,8 @@ import asyncio
 import pytest
 
 from dsh_terminal_bash.operation import BashSendOperation
-from dsh_terminal_core.errors import TerminalError
-from dsh_terminal_core.terminals import SendResult, SessionStatus, WaitReason
+from dsh_terminal_core.kernel.errors import TerminalError
+from dsh_terminal_core.registry import SendResult, SessionStatus, WaitReason
 
 
 async def _never_cancel(_op: BashSendOperation) -> None:

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_terminal_core.overstrike import render, render_lines
 from dsh_terminal_bash.scrollback import Scrollback
 from dsh_terminal_bash.viewport import ViewportBuffer
+from dsh_terminal_core.registry.overstrike import render, render_lines
 
 
 def cells(text: str) -> str:
@@ -90,7 +90,7 @@ def _has_man_page(name: str) -> bool:
 
 @pytest.mark.skipif(not _has_man_page("ls"), reason="no man page for ls here")
 async def test_man_page_reads_as_text_in_a_line_session() -> None:
-    from dsh_terminal_core.harness import Harness
+    from dsh_terminal_core.kernel.harness import Harness
 
     from ..helpers import full_access
 
@@ -110,7 +110,7 @@ async def test_man_page_reads_as_text_in_a_line_session() -> None:
 
 
 async def test_spinner_and_bold_in_a_line_session() -> None:
-    from dsh_terminal_core.harness import Harness
+    from dsh_terminal_core.kernel.harness import Harness
 
     from ..helpers import full_access
 

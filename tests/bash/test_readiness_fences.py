@@ -14,7 +14,7 @@ import os
 import re
 from pathlib import Path
 
-from dsh_terminal_core.terminals import ReadRequest, SendRequest, WaitReason
+from dsh_terminal_core.registry import ReadRequest, SendRequest, WaitReason
 
 from ..helpers import full_access, harness, open_shell, send
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import SendRequest, SendResult, WaitReason
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import SendRequest, SendResult, WaitReason
 
 from ..helpers import harness, open_shell, send
 

@@ -16,7 +16,7 @@ from dsh_terminal_bash.config import BashConfig
 from dsh_terminal_bash.readiness import _QUICK_LOOKS as QUICK_LOOKS
 from dsh_terminal_bash.readiness import Readiness, Settlement
 from dsh_terminal_core.provider import Foreground
-from dsh_terminal_core.terminals import WaitReason
+from dsh_terminal_core.registry import WaitReason
 
 TICKS = 6  # probe ticks watched: the backoff's 0, 1, 2, 4, 8, 16 ms
 

@@ -22,8 +22,8 @@ import psutil
 import pytest
 
 from dsh_terminal_bash.polling import BUSY_SHARE, SIGHTINGS, PollingWatch
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.provider import Foreground
 from dsh_terminal_core.provider.inspector import PollingWait
 

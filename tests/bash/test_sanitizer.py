@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dsh_terminal_bash.sanitizer as sanitizer_module
-from dsh_terminal_core.overstrike import render
 from dsh_terminal_bash.sanitizer import MARKER_PREFIX, PROMPT_TAIL_CHARS, Chunk, Sanitizer
+from dsh_terminal_core.registry.overstrike import render
 
 MARK = MARKER_PREFIX.encode()
 

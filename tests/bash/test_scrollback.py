@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import dsh_terminal_bash.scrollback as scrollback_module
 from dsh_terminal_bash.scrollback import Scrollback
-from dsh_terminal_core.textbounds import utf8_head, utf8_len, utf8_tail
+from dsh_terminal_core.kernel.textbounds import utf8_head, utf8_len, utf8_tail
 
 Page = tuple[str, int, int, int, bool]
 """A read as (text, total_lines, line_begin, line_end, truncated)."""

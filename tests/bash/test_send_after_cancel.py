@@ -14,9 +14,9 @@ import asyncio
 import pytest
 
 import dsh_terminal_bash.session as bash_session
-from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.errors import OperationCancelled, TerminalError
-from dsh_terminal_core.terminals import SendRequest, WaitReason
+from dsh_terminal_core.kernel.cancel import Cancellation
+from dsh_terminal_core.kernel.errors import OperationCancelled, TerminalError
+from dsh_terminal_core.registry import SendRequest, WaitReason
 
 from ..helpers import harness, open_shell, send
 

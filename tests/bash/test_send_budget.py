@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dsh_terminal_core.errors import ConfigError, TerminalError
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import SendRequest, WaitReason
+from dsh_terminal_core.kernel.errors import ConfigError, TerminalError
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import SendRequest, WaitReason
 
 from ..helpers import full_access, harness, open_shell, send
 

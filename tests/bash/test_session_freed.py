@@ -7,7 +7,7 @@ import weakref
 
 import pytest
 
-from dsh_terminal_core.terminals import WaitReason
+from dsh_terminal_core.registry import WaitReason
 
 from ..helpers import harness, let_callbacks_run, open_shell, send
 
@@ -35,8 +35,8 @@ async def test_a_closed_session_is_freed_without_the_collector(ending: str) -> N
 async def test_a_cancel_token_reused_for_many_sends_keeps_none_of_them() -> None:
     """A caller may pass one long-lived token to every send; a send that has ended must
     let go of it (and of the send's output) instead of waiting for the token to go."""
-    from dsh_terminal_core.cancel import Cancellation
-    from dsh_terminal_core.terminals import SendRequest
+    from dsh_terminal_core.kernel.cancel import Cancellation
+    from dsh_terminal_core.registry import SendRequest
 
     async with harness() as h:
         agent = h.create_agent("a")

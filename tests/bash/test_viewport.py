@@ -15,7 +15,7 @@ from dsh_terminal_bash.viewport import (
     TailBuffer,
     ViewportBuffer,
 )
-from dsh_terminal_core.textbounds import utf8_len, utf8_tail
+from dsh_terminal_core.kernel.textbounds import utf8_len, utf8_tail
 
 pieces = st.lists(st.text(alphabet="ab€𝄞\n", max_size=12), max_size=30)
 

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from dsh_terminal_core.agents import Agent, Notice
-from dsh_terminal_core.errors import DisposeError
+from dsh_terminal_core.kernel.agents import Agent, Notice
+from dsh_terminal_core.kernel.errors import DisposeError
 
 
 def test_identity_is_the_object_not_the_id() -> None:

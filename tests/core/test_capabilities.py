@@ -6,7 +6,7 @@ import pytest
 
 from dsh_terminal_bash import BashBackend, BashConfig
 from dsh_terminal_core import Agent, ErrorCode, TerminalError
-from dsh_terminal_core.terminals import (
+from dsh_terminal_core.registry import (
     LineTailSession,
     MarkedBackend,
     SpawnRequest,

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.jobs import JobError, JobHandle, JobService
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.jobs import JobError, JobHandle, JobService
 
 
 async def test_output_is_incremental_and_result_arrives_once() -> None:

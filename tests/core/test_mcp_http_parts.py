@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.errors import DshError
-from dsh_terminal_core.mcp_http import _bind, is_loopback, parse_bind, resolve_http_options
-from dsh_terminal_core.mcp_identities import Identities
-from dsh_terminal_core.mcp_server import McpServerError
-from dsh_terminal_core.mcp_tokens import TokenError, TokenTable, bearer_token, load_tokens
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.errors import DshError
+from dsh_terminal_core.mcp.http import _bind, is_loopback, parse_bind, resolve_http_options
+from dsh_terminal_core.mcp.identities import Identities
+from dsh_terminal_core.mcp.server import McpServerError
+from dsh_terminal_core.mcp.tokens import TokenError, TokenTable, bearer_token, load_tokens
 
 A = "tok-a-0123456789abcdef"
 B = "tok-b-fedcba9876543210"

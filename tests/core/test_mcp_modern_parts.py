@@ -21,10 +21,10 @@ from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp_types.version import LATEST_MODERN_VERSION
 
-from dsh_terminal_core.agents import Agent, Notice
-from dsh_terminal_core.mcp_asks import PendingAsks
-from dsh_terminal_core.mcp_secrets import SecretPages
-from dsh_terminal_core.mcp_wake import Listens
+from dsh_terminal_core.kernel.agents import Agent, Notice
+from dsh_terminal_core.mcp.asks import PendingAsks
+from dsh_terminal_core.mcp.secret_page import SecretPages
+from dsh_terminal_core.mcp.wake import Listens
 from dsh_terminal_core.secrets import SecretAsk
 
 SUBSCRIPTION = "io.modelcontextprotocol/subscriptionId"

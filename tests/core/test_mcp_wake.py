@@ -20,9 +20,9 @@ from mcp.server.connection import Connection
 from mcp.server.session import ServerSession
 from mcp_types.version import LATEST_MODERN_VERSION
 
-from dsh_terminal_core.agents import Agent, Notice
-from dsh_terminal_core.mcp_notify import EVENTS, delivered_at, notification_data
-from dsh_terminal_core.mcp_wake import QUEUE_BOUND, attach
+from dsh_terminal_core.kernel.agents import Agent, Notice
+from dsh_terminal_core.mcp.notify import EVENTS, delivered_at, notification_data
+from dsh_terminal_core.mcp.wake import QUEUE_BOUND, attach
 
 HANDSHAKE_ERA = "2025-11-25"
 

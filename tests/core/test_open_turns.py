@@ -12,9 +12,9 @@ from collections.abc import AsyncIterator
 import psutil
 import pytest
 
+from dsh_terminal_core.kernel.turns import loop_turn, take_turn
 from dsh_terminal_core.provider import LocalTerminalProvider, TerminalSpawnSpec, terminal
 from dsh_terminal_core.provider.forkclient import fork_server
-from dsh_terminal_core.turns import loop_turn, take_turn
 
 from ..helpers import live_children, until_true
 

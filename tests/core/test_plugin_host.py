@@ -12,11 +12,11 @@ import pytest
 from dependency_injector import containers, providers
 
 from dsh_terminal_core import Context
-from dsh_terminal_core.config import positive_int
-from dsh_terminal_core.errors import ConfigError, PluginLoadError
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.hookspecs import hookimpl
-from dsh_terminal_core.plugins import PluginInfo
+from dsh_terminal_core.kernel.config import positive_int
+from dsh_terminal_core.kernel.errors import ConfigError, PluginLoadError
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.kernel.hookspecs import hookimpl
+from dsh_terminal_core.kernel.plugins import PluginInfo
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "greeter_plugin"
 

@@ -26,7 +26,7 @@ from typing import Any
 import psutil
 import pytest
 
-from dsh_terminal_core.errors import TerminalError
+from dsh_terminal_core.kernel.errors import TerminalError
 from dsh_terminal_core.provider import (
     LocalTerminalProcess,
     LocalTerminalProvider,

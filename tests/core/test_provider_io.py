@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dsh_terminal_core.errors import TerminalError, UnsupportedPlatform
+from dsh_terminal_core.kernel.errors import TerminalError, UnsupportedPlatform
 from dsh_terminal_core.provider import (
     LocalTerminalProvider,
     TerminalProcess,

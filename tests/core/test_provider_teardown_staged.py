@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from dsh_terminal_core.errors import TerminalError
+from dsh_terminal_core.kernel.errors import TerminalError
 from dsh_terminal_core.provider import (
     LocalTerminalProvider,
     ProcessIdentity,

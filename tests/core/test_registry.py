@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.errors import DisposeError, OperationCancelled
-from dsh_terminal_core.terminals import (
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.cancel import Cancellation
+from dsh_terminal_core.kernel.errors import DisposeError, OperationCancelled
+from dsh_terminal_core.registry import (
     ALLOWED_SIGNALS,
     BackendCleanupError,
     BackendSession,

@@ -18,8 +18,8 @@ import attrs
 import psutil
 import pytest
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.errors import SandboxUnavailable, TerminalError
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.errors import SandboxUnavailable, TerminalError
 from dsh_terminal_core.sandbox import (
     BwrapConfig,
     BwrapSandbox,

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsh_terminal_core.core_plugins import sandbox_bwrap, sandbox_policy
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.mcp_server import sandbox_warning
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.mcp.server import sandbox_warning
+from dsh_terminal_core.sandbox import (
+    bwrap_plugin as sandbox_bwrap,
+)
+from dsh_terminal_core.sandbox import (
+    policy_plugin as sandbox_policy,
+)
 from dsh_terminal_core.sandbox.bwrap import BwrapSandbox, SandboxHealth
 
 

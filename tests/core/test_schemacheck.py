@@ -8,8 +8,8 @@ from typing import Any
 import jsonschema
 import pytest
 
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.schemacheck import compile_check
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.kernel.schemacheck import compile_check
 from tests.helpers import full_access
 
 _SAMPLES: list[object] = [

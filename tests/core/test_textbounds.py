@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsh_terminal_core.textbounds import utf8_head, utf8_len, utf8_tail
+from dsh_terminal_core.kernel.textbounds import utf8_head, utf8_len, utf8_tail
 
 SAMPLES = ["", "a", "abc", "é", "aé", "€uro", "𝄞x", "x𝄞", "日本語テキスト", "mixé€𝄞end"]
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.errors import TerminalError, ToolNotFound
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.tools import Tool, ToolExec, ToolRegistry
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.errors import TerminalError, ToolNotFound
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.kernel.tools import Tool, ToolExec, ToolRegistry
 
 from ..helpers import full_access
 

@@ -7,10 +7,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.tools import Tool, ToolExec, ToolRegistry
-from dsh_terminal_core.toolschema import null_dropper, portability_problems, published
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.kernel.tools import Tool, ToolExec, ToolRegistry
+from dsh_terminal_core.kernel.toolschema import null_dropper, portability_problems, published
 from tests.helpers import full_access
 
 AUTHORED: dict[str, Any] = {

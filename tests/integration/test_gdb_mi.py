@@ -25,15 +25,17 @@ from dsh_gdb_mi import (
 )
 from dsh_gdb_mi import plugin as gdb_plugin
 from dsh_terminal_bash import plugin as bash_plugin
-from dsh_terminal_core.core_plugins import (
-    jobs,
-    sandbox_bwrap,
-    sandbox_policy,
-    subprocess_local,
-    terminals,
+from dsh_terminal_core.kernel import jobs_plugin as jobs
+from dsh_terminal_core.kernel.errors import PluginLoadError
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.provider import plugin as subprocess_local
+from dsh_terminal_core.registry import plugin as terminals
+from dsh_terminal_core.sandbox import (
+    bwrap_plugin as sandbox_bwrap,
 )
-from dsh_terminal_core.errors import PluginLoadError
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.sandbox import (
+    policy_plugin as sandbox_policy,
+)
 
 from ..helpers import full_access
 

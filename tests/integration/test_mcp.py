@@ -28,8 +28,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.message import SessionMessage
 
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.mcp_server import McpServerError, build_config, serve
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.mcp.server import McpServerError, build_config, serve
 from dsh_terminal_core.provider.census import still_running
 
 from ..helpers import full_access

@@ -41,7 +41,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 
 from ..helpers import full_access
 from .test_mcp_http import TOKEN_A, http_server

@@ -8,16 +8,18 @@ import pytest
 
 from dsh_pty_session import plugin as pty_plugin
 from dsh_terminal_bash import plugin as bash_plugin
-from dsh_terminal_core.core_plugins import (
-    jobs,
-    sandbox_bwrap,
-    sandbox_policy,
-    subprocess_local,
-    terminals,
+from dsh_terminal_core.cli.demo import missing_advice
+from dsh_terminal_core.kernel import jobs_plugin as jobs
+from dsh_terminal_core.kernel.errors import SandboxUnavailable
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.provider import plugin as subprocess_local
+from dsh_terminal_core.registry import plugin as terminals
+from dsh_terminal_core.sandbox import (
+    bwrap_plugin as sandbox_bwrap,
 )
-from dsh_terminal_core.demo import missing_advice
-from dsh_terminal_core.errors import SandboxUnavailable
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.sandbox import (
+    policy_plugin as sandbox_policy,
+)
 from dsh_terminal_core.sandbox.bwrap import BwrapConfig, BwrapSandbox
 from dsh_terminal_core.sandbox.policy import Policy, SandboxMode
 from dsh_tool_terminal import plugin as tool_plugin

@@ -10,7 +10,7 @@ from typing import Any
 
 import jsonschema
 
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 
 from ..helpers import full_access
 

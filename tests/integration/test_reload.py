@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from dsh_terminal_core.errors import DshError
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.errors import DshError
+from dsh_terminal_core.kernel.harness import Harness
 
 from ..helpers import TERMINAL_TOOLS, full_access
 

@@ -15,11 +15,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from dsh_terminal_bash import BashBackend, BashConfig
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.errors import TerminalError
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import (
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.cancel import Cancellation
+from dsh_terminal_core.kernel.errors import TerminalError
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import (
     BackendSession,
     BackendSpawnContext,
     LineTailSession,

@@ -15,20 +15,27 @@ import pytest
 from dsh_pty_session import PtySessionService
 from dsh_pty_session import plugin as pty_plugin
 from dsh_terminal_bash import plugin as bash_plugin
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.core_plugins import (
-    jobs,
-    sandbox_bwrap,
-    sandbox_policy,
-    subprocess_local,
-    terminals,
+from dsh_terminal_core.kernel import jobs_plugin as jobs
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.cancel import Cancellation
+from dsh_terminal_core.kernel.errors import (
+    DshError,
+    OperationCancelled,
+    PluginLoadError,
+    TerminalError,
 )
-from dsh_terminal_core.errors import DshError, OperationCancelled, PluginLoadError, TerminalError
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.hookspecs import hookimpl
-from dsh_terminal_core.plugins import PluginInfo
-from dsh_terminal_core.terminals import SpawnRequest
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.kernel.hookspecs import hookimpl
+from dsh_terminal_core.kernel.plugins import PluginInfo
+from dsh_terminal_core.provider import plugin as subprocess_local
+from dsh_terminal_core.registry import SpawnRequest
+from dsh_terminal_core.registry import plugin as terminals
+from dsh_terminal_core.sandbox import (
+    bwrap_plugin as sandbox_bwrap,
+)
+from dsh_terminal_core.sandbox import (
+    policy_plugin as sandbox_policy,
+)
 from dsh_terminal_core.testing import FakeBackend
 
 from ..helpers import full_access

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from dsh_terminal_bash import BashConfig
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 
 from ..helpers import full_access
 from .fake_registry import FakeRegistry, fake_registry

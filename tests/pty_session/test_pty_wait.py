@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_terminal_core.errors import DshError
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.errors import DshError
+from dsh_terminal_core.kernel.harness import Harness
 
 from ..helpers import full_access
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dsh_pty_session import export_line, quote
-from dsh_terminal_core.errors import InvalidArgument
+from dsh_terminal_core.kernel.errors import InvalidArgument
 
 
 def test_printable_values_use_posix_single_quotes() -> None:

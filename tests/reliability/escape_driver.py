@@ -135,7 +135,7 @@ def _environment(values: dict[str, str]) -> Iterator[None]:
 
 @contextlib.asynccontextmanager
 async def _shell(config: dict[str, Any]) -> AsyncIterator[Any]:
-    from dsh_terminal_core.harness import Harness
+    from dsh_terminal_core.kernel.harness import Harness
 
     async with Harness(config=config) as h:
         agent = h.create_agent("escape")

@@ -31,10 +31,10 @@ from typing import Any
 
 import attrs
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.errors import TerminalError
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import SendRequest, SendResult, SpawnRequest, WaitReason
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.errors import TerminalError
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import SendRequest, SendResult, SpawnRequest, WaitReason
 
 __all__ = ["OracleReport", "run_oracle", "without_cut_echo"]
 

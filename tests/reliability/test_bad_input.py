@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from dsh_terminal_bash import BashConfig
 from dsh_terminal_bash.sanitizer import Sanitizer
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.overstrike import render
-from dsh_terminal_core.terminals import ReadRequest, WaitReason
-from dsh_terminal_core.tools import ToolExec
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.kernel.tools import ToolExec
+from dsh_terminal_core.registry import ReadRequest, WaitReason
+from dsh_terminal_core.registry.overstrike import render
 
 from ..helpers import full_access, harness, open_shell, send
 

@@ -21,9 +21,9 @@ import psutil
 import pytest
 
 from dsh_terminal_bash import BashConfig
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import ReadRequest, SendRequest, WaitReason
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import ReadRequest, SendRequest, WaitReason
 
 from ..helpers import full_access
 from ._support import (

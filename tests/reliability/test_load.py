@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import ReadRequest
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import ReadRequest
 
 from ..helpers import full_access
 from ._support import child_counts, fd_count, percentile, unique_seconds, with_argv

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import random
 
-from dsh_terminal_core.terminals import SendResult, SessionStatus, WaitReason
+from dsh_terminal_core.registry import SendResult, SessionStatus, WaitReason
 
 from .oracle import OracleReport, _Stream, run_oracle, without_cut_echo
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 
 from ._support import BWRAP_USABLE
 from .escape_driver import run_escapes

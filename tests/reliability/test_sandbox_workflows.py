@@ -16,8 +16,8 @@ from typing import Any
 import psutil
 import pytest
 
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import SendRequest
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import SendRequest
 
 from ._support import BWRAP_USABLE
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from dsh_terminal_core.errors import TerminalError
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import ReadRequest, SendRequest
+from dsh_terminal_core.kernel.errors import TerminalError
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import ReadRequest, SendRequest
 
 from ..helpers import full_access
 from ._support import BWRAP_USABLE

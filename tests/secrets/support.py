@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.tools import ToolResult
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.kernel.tools import ToolResult
 
 from ..helpers import full_access
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from dsh_terminal_core import hookimpl
-from dsh_terminal_core.errors import ConfigError
-from dsh_terminal_core.plugins import PluginInfo
+from dsh_terminal_core.kernel.errors import ConfigError
+from dsh_terminal_core.kernel.plugins import PluginInfo
 
 from .support import Transcript, digest, secret_harness
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 
 from .sshd import Sshd, available, netns_unavailable, network_namespace, running_sshd
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import psutil
 
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 
 from .conftest import open_args
 from .sshd import Sshd
@@ -131,7 +131,7 @@ async def test_bad_commands_are_refused_before_anything_is_typed(
 async def test_a_cancelled_run_stops_waiting_and_leaves_the_command_to_interrupt(
     sshd: Sshd, harness: Harness
 ) -> None:
-    from dsh_terminal_core.cancel import Cancellation
+    from dsh_terminal_core.kernel.cancel import Cancellation
 
     agent, sid = await _session(harness, sshd)
     cancel = Cancellation()

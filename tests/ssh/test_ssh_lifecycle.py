@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 
 from .conftest import open_args, ssh_config
 from .sshd import Sshd

@@ -7,7 +7,7 @@ tells a model they are driven with ``ssh_run``, not typed into with ``terminal_s
 
 from __future__ import annotations
 
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 
 from .conftest import open_args
 from .sshd import Sshd

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.sandbox.bwrap import BwrapConfig, BwrapSandbox
 
 from .conftest import open_args

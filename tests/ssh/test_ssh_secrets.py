@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 
 from .conftest import open_args, ssh_config
 from .sshd import PASSWORD_USER, SSHD, Sshd, _config, _free_port, _listening, available, keygen

@@ -12,10 +12,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from dsh_terminal_core.agents import Agent, Notice
-from dsh_terminal_core.errors import TerminalError
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import SpawnRequest
+from dsh_terminal_core.kernel.agents import Agent, Notice
+from dsh_terminal_core.kernel.errors import TerminalError
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import SpawnRequest
 
 from ..helpers import full_access
 

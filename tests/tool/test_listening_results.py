@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.sandbox.bwrap import BwrapConfig, BwrapSandbox
 
 from ..helpers import full_access

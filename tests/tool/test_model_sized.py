@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from dsh_terminal_core.harness import Harness
+from dsh_terminal_core.kernel.harness import Harness
 from dsh_tool_terminal.config import DEFAULT_RESULT_BYTES
 
 from ..helpers import full_access

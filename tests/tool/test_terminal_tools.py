@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.terminals import MIN_REQUEST_BYTES, ReadRequest
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import MIN_REQUEST_BYTES, ReadRequest
 
 from ..helpers import TERMINAL_TOOLS, full_access
 
@@ -180,11 +180,13 @@ async def test_background_disabled_removes_the_argument_and_rejects_it() -> None
 
 async def test_background_without_jobs_service_fails_before_writing() -> None:
     from dsh_terminal_bash import plugin as bash_plugin
-    from dsh_terminal_core.core_plugins import (
-        sandbox_bwrap,
-        sandbox_policy,
-        subprocess_local,
-        terminals,
+    from dsh_terminal_core.provider import plugin as subprocess_local
+    from dsh_terminal_core.registry import plugin as terminals
+    from dsh_terminal_core.sandbox import (
+        bwrap_plugin as sandbox_bwrap,
+    )
+    from dsh_terminal_core.sandbox import (
+        policy_plugin as sandbox_policy,
     )
     from dsh_tool_terminal import plugin as tool_plugin
 

@@ -7,9 +7,13 @@ from pathlib import Path
 
 import psutil
 
-from dsh_terminal_core.errors import InvalidArgument
-from dsh_terminal_core.harness import Harness
-from dsh_terminal_core.linematch import MAX_PATTERN_CHARS, LineMatcher, compile_line_pattern
+from dsh_terminal_core.kernel.errors import InvalidArgument
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry.linematch import (
+    MAX_PATTERN_CHARS,
+    LineMatcher,
+    compile_line_pattern,
+)
 
 from ..helpers import full_access
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from dsh_terminal_core.config import non_empty_str, positive_int
+from dsh_terminal_core.kernel.config import non_empty_str, positive_int
 
 __all__ = ["PtySessionConfig"]
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from dsh_terminal_core.errors import InvalidArgument
+from dsh_terminal_core.kernel.errors import InvalidArgument
 
 __all__ = ["export_line", "quote"]
 

@@ -33,8 +33,8 @@ from dsh_terminal_core import (
     finish_shielded,
     owner_not_live,
 )
-from dsh_terminal_core.linematch import LineMatcher, compile_line_pattern
-from dsh_terminal_core.terminals import SendRequest, SessionStatus, SpawnRequest
+from dsh_terminal_core.registry import SendRequest, SessionStatus, SpawnRequest
+from dsh_terminal_core.registry.linematch import LineMatcher, compile_line_pattern
 
 from .config import PtySessionConfig
 from .quoting import export_line

@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
-from dsh_terminal_core.errors import ErrorCode, TerminalError
-from dsh_terminal_core.terminals import STATUS_SCHEMA, status_text
-from dsh_terminal_core.tools import Execute, Tool, ToolExec
+from dsh_terminal_core.kernel.errors import ErrorCode, TerminalError
+from dsh_terminal_core.kernel.tools import Execute, Tool, ToolExec
+from dsh_terminal_core.registry import STATUS_SCHEMA, status_text
 
 from .service import PtySessionService
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
-from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.terminals import (
+from dsh_terminal_core.kernel.cancel import Cancellation
+from dsh_terminal_core.registry import (
     BackendSession,
     LineTailSession,
     SendOperation,
@@ -26,7 +26,7 @@ from dsh_terminal_core.terminals import (
 )
 
 if TYPE_CHECKING:
-    from dsh_terminal_core.agents import Agent
+    from dsh_terminal_core.kernel.agents import Agent
 
 __all__ = [
     "LineTailSession",

@@ -6,10 +6,10 @@ import asyncio
 import os
 from typing import Any
 
-from dsh_terminal_core.errors import InvalidArgument, SandboxUnavailable, TerminalError
+from dsh_terminal_core.kernel.errors import InvalidArgument, SandboxUnavailable, TerminalError
+from dsh_terminal_core.kernel.turns import take_turn
 from dsh_terminal_core.provider import TerminalProvider, TerminalSpawnSpec
-from dsh_terminal_core.terminals import BackendSpawnContext
-from dsh_terminal_core.turns import take_turn
+from dsh_terminal_core.registry import BackendSpawnContext
 
 from .config import BashConfig
 from .environment import owner_marker, shell_environment

@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from dsh_terminal_core.config import non_empty_str, positive_int, str_list
+from dsh_terminal_core.kernel.config import non_empty_str, positive_int, str_list
 
 __all__ = ["BashConfig"]
 

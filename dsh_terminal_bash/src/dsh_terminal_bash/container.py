@@ -6,9 +6,9 @@ from dependency_injector import containers, providers
 
 from dsh_terminal_core import optional_dependency
 from dsh_terminal_core.provider import TerminalProvider
+from dsh_terminal_core.registry import TerminalSessionService
 from dsh_terminal_core.sandbox.bwrap import BwrapSandbox
 from dsh_terminal_core.sandbox.policy import SandboxPolicyService
-from dsh_terminal_core.terminals import TerminalSessionService
 
 from .backend import BashBackend
 from .config import BashConfig

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from dsh_terminal_core.errors import TerminalError
+from dsh_terminal_core.kernel.errors import TerminalError
 
 from .modes import TerminalModes
 

@@ -6,8 +6,8 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from dsh_terminal_core.linematch import LineMatcher
-from dsh_terminal_core.terminals import SendResult
+from dsh_terminal_core.registry import SendResult
+from dsh_terminal_core.registry.linematch import LineMatcher
 
 from .viewport import ViewportBuffer
 

@@ -51,9 +51,9 @@ from typing import Protocol
 
 import attrs
 
-from dsh_terminal_core.linematch import LineMatch
 from dsh_terminal_core.provider import Foreground
-from dsh_terminal_core.terminals import WaitReason
+from dsh_terminal_core.registry import WaitReason
+from dsh_terminal_core.registry.linematch import LineMatch
 
 from .config import BashConfig
 from .polling import PollingWatch

@@ -18,7 +18,7 @@ from typing import Any
 import pyte
 from pyte.screens import Char, Cursor, StaticDefaultDict
 
-from dsh_terminal_core.terminals import ScreenView
+from dsh_terminal_core.registry import ScreenView
 
 __all__ = ["ScreenEmulator"]
 

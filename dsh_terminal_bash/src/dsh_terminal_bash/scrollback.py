@@ -34,10 +34,9 @@ from typing import overload
 
 import attrs
 
-from dsh_terminal_core.terminals.types import ReadResult
-from dsh_terminal_core.textbounds import utf8_head, utf8_len, utf8_tail
-
-from dsh_terminal_core.overstrike import BS, render, render_lines
+from dsh_terminal_core.kernel.textbounds import utf8_head, utf8_len, utf8_tail
+from dsh_terminal_core.registry.overstrike import BS, render, render_lines
+from dsh_terminal_core.registry.types import ReadResult
 
 __all__ = ["Scrollback"]
 

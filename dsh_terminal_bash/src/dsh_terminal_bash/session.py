@@ -9,9 +9,8 @@ from collections.abc import Callable
 
 import attrs
 
-from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.errors import OperationCancelled, TerminalError
-from dsh_terminal_core.linematch import LineMatch, LineMatcher
+from dsh_terminal_core.kernel.cancel import Cancellation
+from dsh_terminal_core.kernel.errors import OperationCancelled, TerminalError
 from dsh_terminal_core.provider import ExitStatus, Foreground, TerminalProcess
 from dsh_terminal_core.provider.listening import (
     Listener,
@@ -19,7 +18,7 @@ from dsh_terminal_core.provider.listening import (
     listeners,
     session_processes,
 )
-from dsh_terminal_core.terminals import (
+from dsh_terminal_core.registry import (
     ReadRequest,
     ReadResult,
     ScreenRead,
@@ -30,13 +29,14 @@ from dsh_terminal_core.terminals import (
     TerminalSize,
     WaitReason,
 )
+from dsh_terminal_core.registry.linematch import LineMatch, LineMatcher
+from dsh_terminal_core.registry.overstrike import render
 
 from .config import BashConfig
 from .environment import PROMPT
 from .keys import encode_keys
 from .modes import ModeTracker
 from .operation import BashSendOperation
-from dsh_terminal_core.overstrike import render
 from .readiness import Readiness, Settlement
 from .sanitizer import Chunk, Sanitizer
 from .screen import ScreenEmulator

@@ -9,9 +9,8 @@ whole and only joined and cut when read.
 
 from __future__ import annotations
 
-from dsh_terminal_core.textbounds import TailBuffer, utf8_head, utf8_len
-
-from dsh_terminal_core.overstrike import BS, render
+from dsh_terminal_core.kernel.textbounds import TailBuffer, utf8_head, utf8_len
+from dsh_terminal_core.registry.overstrike import BS, render
 
 __all__ = ["HEAD_TAIL_MIN_BYTES", "MARKER_ROOM", "TailBuffer", "ViewportBuffer"]
 

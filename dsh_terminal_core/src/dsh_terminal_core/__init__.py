@@ -1,26 +1,32 @@
-"""dsh-terminal core: harness kernel, local PTY provider, session registry, sandbox.
+"""dsh-terminal core: harness kernel, PTY provider, session registry, sandbox, MCP server.
 
 Everything a plugin author needs is importable from this package itself (see
 ``__all__``): the hook markers, :class:`PluginInfo`, :class:`Context`, the wiring helper
 :func:`optional_dependency`, :class:`Agent`, :class:`Cancellation`, tools, the errors
 and :class:`ErrorCode`, the config validators and :func:`cap_text`.
 
-Public subpackages and modules with their own ``__all__``: :mod:`.terminals` (backend
-and consumer surface of the session registry), :mod:`.provider` (the PTY process
-protocol a backend drives), :mod:`.harness`, :mod:`.hookspecs`, :mod:`.errors`,
-:mod:`.config`, :mod:`.textbounds`, :mod:`.resultcap`, :mod:`.signals`. Every other
-module (``plugins``, ``context``, ``containers``, ``wiring``, ``jobs``, ``job_tools``,
-``prompt``, ``cancel``, ``agents``, ``tools``, ``sandbox``, ``core_plugins``, ``cli``,
-``demo``, ``mcp_*``, ``testing``, and the modules inside ``provider`` and
-``terminals``) is internal: import what it offers from here or from the public
-modules; its layout may change without notice. docs/reference.md lists the same.
+The package is one folder per layer, each importing only the layers below it:
+
+- :mod:`.kernel` — plugins, DI wiring, agents, tools, jobs, prompt, errors (imports none)
+- :mod:`.provider` — PTY processes and their ``/proc`` facts (kernel)
+- :mod:`.sandbox` — policy and bubblewrap (kernel, provider)
+- :mod:`.registry` — owner-scoped sessions, the backend contracts (kernel, provider)
+- :mod:`.secrets` — named secrets behind ``ctx.secrets`` (kernel)
+- :mod:`.mcp` — the MCP server over stdio and HTTP (all of the above)
+- :mod:`.cli` — the ``dsh-terminal`` command and the demo (everything)
+- :mod:`.testing` — doubles for plugin tests (kernel, registry)
+
+The flat layout's module paths (``dsh_terminal_core.errors``,
+``dsh_terminal_core.terminals``, ``dsh_terminal_core.harness``, ...) still import, as
+the same modules (:mod:`.kernel.legacy_paths`). docs/reference.md lists the public
+surface.
 """
 
-from .agents import Agent
-from .cancel import Cancellation, finish_shielded
-from .config import boolean, non_empty_str, optional_str, positive_int, str_list
-from .context import Context, ServiceMissing
-from .errors import (
+from .kernel.agents import Agent
+from .kernel.cancel import Cancellation, finish_shielded
+from .kernel.config import boolean, non_empty_str, optional_str, positive_int, str_list
+from .kernel.context import Context, ServiceMissing
+from .kernel.errors import (
     BackendCleanupError,
     ConfigError,
     DisposeError,
@@ -34,12 +40,15 @@ from .errors import (
     UnsupportedPlatform,
     owner_not_live,
 )
-from .harness import Harness
-from .hookspecs import hookimpl, hookspec
-from .plugins import PluginInfo
-from .resultcap import MAX_RESULT_BYTES, cap_text
-from .tools import Tool, ToolExec, ToolResult
-from .wiring import optional_dependency
+from .kernel.harness import Harness
+from .kernel.hookspecs import hookimpl, hookspec
+from .kernel.legacy_paths import install as _install_legacy_paths
+from .kernel.plugins import PluginInfo
+from .kernel.resultcap import MAX_RESULT_BYTES, cap_text
+from .kernel.tools import Tool, ToolExec, ToolResult
+from .kernel.wiring import optional_dependency
+
+_install_legacy_paths(__name__)
 
 __all__ = [
     "MAX_RESULT_BYTES",

@@ -16,9 +16,9 @@ import asyncio
 import itertools
 from collections.abc import Callable
 
-from .cancel import Cancellation
-from .errors import BackendCleanupError, TerminalError
-from .terminals.types import (
+from .kernel.cancel import Cancellation
+from .kernel.errors import BackendCleanupError, TerminalError
+from .registry.types import (
     BackendSpawnContext,
     ReadRequest,
     ReadResult,

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 
 from dsh_terminal_core import boolean
-from dsh_terminal_core.resultcap import MIN_CAP_BYTES
+from dsh_terminal_core.kernel.resultcap import MIN_CAP_BYTES
 
 __all__ = ["DEFAULT_RESULT_BYTES", "MIN_RESULT_BYTES", "ToolTerminalConfig"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dependency_injector import containers, providers
 
 from dsh_terminal_core import optional_dependency
-from dsh_terminal_core.jobs import JobService
+from dsh_terminal_core.kernel.jobs import JobService
+from dsh_terminal_core.registry import TerminalSessionService
 from dsh_terminal_core.secrets import SecretsService
-from dsh_terminal_core.terminals import TerminalSessionService
 
 from .config import ToolTerminalConfig
 from .tools import terminal_tools

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dsh_terminal_core import cap_text
-from dsh_terminal_core.terminals import status_text
+from dsh_terminal_core.registry import status_text
 
 __all__ = [
     "render_close",

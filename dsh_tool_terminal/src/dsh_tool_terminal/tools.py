@@ -7,12 +7,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from dsh_terminal_core.agents import Notice
-from dsh_terminal_core.errors import InvalidArgument, TerminalError
-from dsh_terminal_core.linematch import MAX_PATTERN_CHARS, LineMatch, compile_line_pattern
-from dsh_terminal_core.resultcap import cap_text
-from dsh_terminal_core.secrets import Secret, SecretAsk, SecretsService
-from dsh_terminal_core.terminals import (
+from dsh_terminal_core.kernel.agents import Notice
+from dsh_terminal_core.kernel.errors import InvalidArgument, TerminalError
+from dsh_terminal_core.kernel.resultcap import cap_text
+from dsh_terminal_core.kernel.tools import Tool, ToolExec
+from dsh_terminal_core.kernel.wiring import kept_resolution
+from dsh_terminal_core.registry import (
     ALLOWED_SIGNALS,
     MAX_COLS,
     MAX_ROWS,
@@ -25,8 +25,8 @@ from dsh_terminal_core.terminals import (
     TerminalSessionService,
     status_text,
 )
-from dsh_terminal_core.tools import Tool, ToolExec
-from dsh_terminal_core.wiring import kept_resolution
+from dsh_terminal_core.registry.linematch import MAX_PATTERN_CHARS, LineMatch, compile_line_pattern
+from dsh_terminal_core.secrets import Secret, SecretAsk, SecretsService
 
 from . import render, wire
 from .config import ToolTerminalConfig

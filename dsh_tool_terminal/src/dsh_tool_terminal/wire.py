@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dsh_terminal_core.terminals import (
+from dsh_terminal_core.registry import (
     STATUS_SCHEMA,
     ReadResult,
     ScreenRead,

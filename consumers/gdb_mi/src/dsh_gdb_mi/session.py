@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dsh_pty_session import PtySessionService
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.errors import DshError
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.cancel import Cancellation
+from dsh_terminal_core.kernel.errors import DshError
 
 from .framer import MiFramer
 from .records import MiRecord, RecordKind

@@ -14,9 +14,9 @@ from typing import Any
 
 from dsh_pty_session import PtySessionService
 from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.tools import Tool, ToolExec
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.cancel import Cancellation
+from dsh_terminal_core.kernel.tools import Tool, ToolExec
 
 from .records import MiRecord
 from .session import GdbMiSession

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 
-from dsh_terminal_core.config import non_empty_str, positive_int
+from dsh_terminal_core.kernel.config import non_empty_str, positive_int
 
 __all__ = ["HOST_KEY_POLICIES", "SshConfig", "default_known_hosts_file"]
 

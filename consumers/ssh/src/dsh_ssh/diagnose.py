@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from dsh_terminal_core.errors import ErrorCode
+from dsh_terminal_core.kernel.errors import ErrorCode
 
 __all__ = ["SECRET_PROMPT", "classify"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dsh_terminal_core.errors import DshError, ErrorCode
+from dsh_terminal_core.kernel.errors import DshError, ErrorCode
 
 __all__ = ["SshError"]
 

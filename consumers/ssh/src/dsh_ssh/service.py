@@ -29,9 +29,9 @@ from collections.abc import Callable
 import attrs
 
 from dsh_pty_session import PtySessionService, PtyWaited
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.cancel import Cancellation
-from dsh_terminal_core.errors import DisposeError, ErrorCode, TerminalError
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.cancel import Cancellation
+from dsh_terminal_core.kernel.errors import DisposeError, ErrorCode, TerminalError
 from dsh_terminal_core.sandbox.policy import NetworkAccess, SandboxPolicyService
 
 from .askpass import Askpass, LoginSecrets

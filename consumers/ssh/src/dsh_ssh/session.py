@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 import attrs
 
 from dsh_pty_session import PtySessionService
-from dsh_terminal_core.agents import Agent
-from dsh_terminal_core.errors import ErrorCode, InvalidArgument
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.errors import ErrorCode, InvalidArgument
 
 from .config import SshConfig
 from .errors import SshError

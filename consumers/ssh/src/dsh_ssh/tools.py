@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
-from dsh_terminal_core.errors import ErrorCode, InvalidArgument, TerminalError
+from dsh_terminal_core.kernel.errors import ErrorCode, InvalidArgument, TerminalError
+from dsh_terminal_core.kernel.tools import Tool, ToolExec
 from dsh_terminal_core.secrets import Secret, SecretsService
-from dsh_terminal_core.tools import Tool, ToolExec
 
 from .askpass import LoginSecrets
 from .options import Destination

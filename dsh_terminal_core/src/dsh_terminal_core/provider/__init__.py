@@ -1,6 +1,11 @@
 """The terminal-process provider (``ctx.subprocess``): local PTY children, owned end to end.
 
-Backends import from here; the modules behind it are private.
+Owns: spawning on a PTY (here or through the fork server), the process facts every
+readiness proof reads from ``/proc`` (:mod:`.inspector`, :mod:`.listening`), signalling,
+whole-tree teardown and the host-exit backstop, and the core ``subprocess-local`` plugin
+(:mod:`.plugin`). Backends import from here; the modules behind it are private.
+
+May import: the kernel only.
 """
 
 from .env import child_environment, is_scrubbed_name

@@ -39,8 +39,8 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ..errors import TerminalError
-from ..turns import take_turn
+from ..kernel.errors import TerminalError
+from ..kernel.turns import take_turn
 from . import hostguard
 
 __all__ = ["ForkServer", "ServedChild", "encode_request", "fork_server", "server_script"]

@@ -25,7 +25,7 @@ import select
 import struct
 import termios
 
-from ..errors import TerminalError
+from ..kernel.errors import TerminalError
 from .types import OutputHandler
 
 __all__ = ["PtyChannel"]

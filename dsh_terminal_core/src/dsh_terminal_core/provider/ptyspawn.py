@@ -30,8 +30,8 @@ from typing import Literal, Protocol
 import attrs
 from ptyprocess import PtyProcess
 
-from ..errors import TerminalError
-from ..turns import loop_turn
+from ..kernel.errors import TerminalError
+from ..kernel.turns import loop_turn
 from .forkclient import encode_request, fork_server
 
 __all__ = [

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from ..errors import TerminalError
+from ..kernel.errors import TerminalError
 from .process_table import MarkedTable, ProcessIdentity, ProcessInfo, ProcessTable, ScanMark
 
 __all__ = ["ShellControl", "TreeReaper"]

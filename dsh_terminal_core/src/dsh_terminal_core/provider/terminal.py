@@ -23,8 +23,8 @@ import sys
 
 import attrs
 
-from ..errors import TerminalError, UnsupportedPlatform
-from ..signals import FOREGROUND_SIGNALS
+from ..kernel.errors import TerminalError, UnsupportedPlatform
+from ..kernel.signals import FOREGROUND_SIGNALS
 from . import hostexit, hostguard
 from .env import child_environment
 from .inspector import (

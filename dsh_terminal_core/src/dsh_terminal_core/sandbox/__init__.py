@@ -1,4 +1,10 @@
-"""Sandbox policy (what an owner's terminals may write) and its bubblewrap enforcement."""
+"""Sandbox policy (what an owner's terminals may write) and its bubblewrap enforcement.
+
+Owns: mode resolution per owner (:mod:`.policy`, plugin ``sandbox-policy``) and the
+bubblewrap command line (:mod:`.bwrap`, plugin ``sandbox-bwrap``).
+
+May import: the kernel and the provider (the scrubbed child environment).
+"""
 
 from .bwrap import BwrapConfig, BwrapSandbox
 from .policy import (

@@ -52,7 +52,7 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-from ..errors import SandboxUnavailable, TerminalError
+from ..kernel.errors import SandboxUnavailable, TerminalError
 from ..provider.env import SOCKET_VARIABLES
 from .policy import NetworkAccess, Policy, SandboxMode
 

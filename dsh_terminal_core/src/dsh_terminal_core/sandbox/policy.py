@@ -31,8 +31,8 @@ from typing import Protocol, runtime_checkable
 import attrs
 import psutil
 
-from ..agents import Agent
-from ..errors import TerminalError
+from ..kernel.agents import Agent
+from ..kernel.errors import TerminalError
 
 __all__ = [
     "ActivityProbe",

@@ -1,0 +1,181 @@
+"""The ``dsh-terminal`` command: ``plugins``, ``demo`` and ``mcp``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import enum
+import importlib.metadata
+import sys
+from collections.abc import Sequence
+
+import attrs
+
+from ..kernel.errors import DshError
+from ..kernel.harness import Harness
+
+__all__ = ["main"]
+
+_DISTRIBUTIONS = ("dsh-terminal-core", "dsh-terminal-bash", "dsh-tool-terminal", "dsh-pty-session")
+
+
+async def _plugins_report() -> str:
+    async with Harness() as harness:
+        by_plugin: dict[str | None, list[str]] = {}
+        for name in harness.ctx.tools.names():
+            by_plugin.setdefault(harness.ctx.tools.get(name).plugin, []).append(name)
+        by_backend: dict[str | None, list[str]] = {}
+        if harness.ctx.has("terminals"):
+            for kind, origin in harness.ctx.terminals.backend_origins().items():
+                by_backend.setdefault(origin, []).append(kind)
+        lines = [f"{len(harness.plugins)} plugins loaded (entry-point group 'dsh.plugins'):", ""]
+        for plugin in harness.plugins:
+            info = plugin.info
+            lines.append(f"{info.name}  —  {info.description}")
+            lines.append(f"  from:     {plugin.source}")
+            lines.append(f"  provides: {', '.join(info.provides) or '-'}")
+            injects = list(info.inject) + [f"{k} (optional)" for k in info.optional_inject]
+            lines.append(f"  injects:  {', '.join(injects) or '-'}")
+            if info.config is not None:
+                keys = ", ".join(f"{a.name}={_shown(a.default)}" for a in attrs.fields(info.config))
+                lines.append(f"  config:   {keys}")
+            backends = by_backend.get(info.name, [])
+            if backends:
+                lines.append(f"  registers backend: {', '.join(backends)}")
+            lines.append(f"  tools:    {', '.join(by_plugin.get(info.name, [])) or '-'}")
+            lines.append("")
+        unattributed = by_backend.get(None, [])
+        if unattributed:
+            lines.append(f"backends registered outside a plugin: {', '.join(unattributed)}")
+        lines.append("harness built-ins: ctx.tools, ctx.system_prompt")
+        return "\n".join(lines)
+
+
+def _shown(default: object) -> str:
+    if isinstance(default, enum.Enum):
+        return repr(default.value)
+    if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+        return "(computed)"
+    return repr(default)
+
+
+def _version_report() -> str:
+    """``dsh-terminal <core version>`` and then each installed distribution's version."""
+    lines = []
+    for distribution in _DISTRIBUTIONS:
+        try:
+            version = importlib.metadata.version(distribution)
+        except importlib.metadata.PackageNotFoundError:
+            version = "not installed"
+        lines.append(f"  {distribution} {version}")
+    core = lines[0].split()[-1] if "not installed" not in lines[0] else "unknown"
+    return "\n".join([f"dsh-terminal {core}", *lines])
+
+
+def _add_http_arguments(mcp: argparse.ArgumentParser) -> None:
+    http = mcp.add_argument_group("streamable HTTP (instead of stdio)")
+    http.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="serve at http://HOST:PORT/mcp ([::1]:PORT for IPv6; port 0 picks a free one)",
+    )
+    http.add_argument(
+        "--token-file",
+        metavar="FILE",
+        help="JSON object of bearer token -> agent id (else env DSH_MCP_TOKENS)",
+    )
+    http.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="serve without tokens, as one identity; refused unless HOST is loopback",
+    )
+    http.add_argument(
+        "--idle-ttl-s",
+        type=float,
+        metavar="N",
+        help="close an identity's sessions N s after its last disconnect (default 3600)",
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="dsh-terminal", description="Persistent PTY terminals for AI agents."
+    )
+    parser.add_argument(
+        "--version", action="store_true", help="show the installed distributions' versions"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.add_parser(
+        "plugins", help="list discovered plugins, what they provide and their tools"
+    )
+    demo = commands.add_parser("demo", help="a narrated tour of the terminal tools on this machine")
+    demo.add_argument(
+        "--sandbox",
+        choices=["auto", "read-only", "workspace-write", "danger-full-access"],
+        default="auto",
+        help=(
+            "sandbox mode (auto: workspace-write when bubblewrap works, "
+            "else danger-full-access, said aloud)"
+        ),
+    )
+    mcp = commands.add_parser("mcp", help="serve every tool over MCP (stdio, or --http)")
+    mcp.add_argument("--config", help="JSON file with plugin config sections")
+    mcp.add_argument(
+        "--sandbox",
+        choices=["read-only", "workspace-write", "danger-full-access"],
+        help="sandbox mode for the connection's agent (env DSH_SANDBOX_MODE)",
+    )
+    mcp.add_argument("--workspace", help="workspace root (env DSH_WORKSPACE_ROOT; default: cwd)")
+    _add_http_arguments(mcp)
+    args = parser.parse_args(argv)
+    if args.version:
+        print(_version_report())
+        return 0
+    if args.command is None:
+        parser.print_help()
+        return 0
+    if args.command == "mcp" and args.http is None:
+        for flag, given in (
+            ("--token-file", args.token_file is not None),
+            ("--no-auth", args.no_auth),
+            ("--idle-ttl-s", args.idle_ttl_s is not None),
+        ):
+            if given:
+                parser.error(f"{flag} applies only with --http HOST:PORT")
+
+    try:
+        if args.command == "plugins":
+            print(asyncio.run(_plugins_report()))
+            return 0
+        if args.command == "demo":
+            from .demo import run_demo
+
+            return asyncio.run(run_demo(args.sandbox))
+        if args.command == "mcp":
+            if args.http is not None:
+                from ..mcp.http import DEFAULT_IDLE_TTL_S, serve_http
+
+                return serve_http(
+                    args.config,
+                    args.sandbox,
+                    args.workspace,
+                    address=args.http,
+                    token_file=args.token_file,
+                    no_auth=args.no_auth,
+                    idle_ttl_s=DEFAULT_IDLE_TTL_S if args.idle_ttl_s is None else args.idle_ttl_s,
+                )
+            from ..mcp.server import serve
+
+            return serve(config_path=args.config, sandbox=args.sandbox, workspace=args.workspace)
+    except DshError as exc:
+        print(f"dsh-terminal: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0  # the reader (e.g. `| head`) went away; nothing left to say
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,1 +1,0 @@
-"""The plugins that ship with dsh-terminal-core, one module each (entry points name them)."""

@@ -1,0 +1,58 @@
+"""The hook contracts every dsh plugin implements.
+
+A plugin is a module (or object) holding implementations of these hooks, marked with
+:data:`hookimpl` (``@hookimpl(specname="dsh_apply")`` lets a function of another name
+implement a hook). The harness registers every plugin on its one plugin manager, calls
+:func:`dsh_plugin_info` to learn the plugin's name, what it provides, its config class
+and its container; then, in dependency order, :func:`dsh_apply` with the shared context,
+the plugin's own validated config and its built container. An implementation may take
+any subset of a hook's arguments.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from dependency_injector.containers import DeclarativeContainer
+
+    from .agents import Agent
+    from .context import Context
+    from .plugins import PluginInfo
+    from .secret import Secret
+
+__all__ = ["PROJECT", "hookimpl", "hookspec"]
+
+PROJECT = "dsh"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def dsh_plugin_info() -> PluginInfo:  # type: ignore[empty-body]
+    """Describe this plugin: its name, the ctx keys it provides, its Config and container."""
+
+
+@hookspec
+def dsh_apply(ctx: Context, config: object, container: DeclarativeContainer | None) -> None:
+    """Register what this plugin contributes. Called once, after everything it injects exists.
+
+    ``config`` is an instance of the plugin's ``Config`` class, validated from the
+    plugin's own section of the harness config and nobody else's. ``container`` is the
+    plugin's container built by the host with every need wired and checked (``None``
+    for a plugin that declares none). On reload both are new.
+    """
+
+
+@hookspec
+def dsh_secret_source(name: str, owner: Agent) -> str | Secret | None:
+    """Answer the secret called ``name`` for ``owner``, or None when this source lacks it.
+
+    Every plugin may add a source (a keyring, a vault); the ``secrets`` service asks
+    its configured environment variables and file first, then these implementations,
+    and takes the first answer that is not None. An implementation may return an
+    awaitable for a source that needs I/O. Never log or raise with the value in it.
+    """

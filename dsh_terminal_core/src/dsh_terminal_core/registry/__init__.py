@@ -1,0 +1,75 @@
+"""The session registry (``ctx.terminals``): owner-scoped sessions and the backend contracts.
+
+Owns: :class:`TerminalSessionService` (ids, authorization, limits, cleanup), the types
+a backend implements and returns (:mod:`.types`), the one rule for waiting on a line
+(:mod:`.linematch`), backspace rendering (:mod:`.overstrike`) and the core ``terminals``
+plugin (:mod:`.plugin`). Backend and consumer authors import from here.
+
+May import: the kernel and the provider's value types. Its old path
+``dsh_terminal_core.terminals`` still imports (the same module).
+"""
+
+from ..kernel.errors import BackendCleanupError, TerminalError
+from .service import MAX_COLS, MAX_ROWS, MIN_COLS, MIN_ROWS, TerminalSessionService
+from .types import (
+    ALLOWED_SIGNALS,
+    MIN_REQUEST_BYTES,
+    STATUS_SCHEMA,
+    BackendSession,
+    BackendSpawnContext,
+    LineTailSession,
+    ListeningSession,
+    MarkedBackend,
+    ReadRequest,
+    ReadResult,
+    ScreenRead,
+    ScreenView,
+    SecretPromptSession,
+    SendOperation,
+    SendRequest,
+    SendResult,
+    SessionStatus,
+    SignalResult,
+    Snapshot,
+    SpawnRequest,
+    SpawnResult,
+    TerminalBackend,
+    TerminalSize,
+    WaitReason,
+    status_text,
+)
+
+__all__ = [
+    "ALLOWED_SIGNALS",
+    "MAX_COLS",
+    "MAX_ROWS",
+    "MIN_COLS",
+    "MIN_REQUEST_BYTES",
+    "MIN_ROWS",
+    "STATUS_SCHEMA",
+    "BackendCleanupError",
+    "BackendSession",
+    "BackendSpawnContext",
+    "LineTailSession",
+    "ListeningSession",
+    "MarkedBackend",
+    "ReadRequest",
+    "ReadResult",
+    "ScreenRead",
+    "ScreenView",
+    "SecretPromptSession",
+    "SendOperation",
+    "SendRequest",
+    "SendResult",
+    "SessionStatus",
+    "SignalResult",
+    "Snapshot",
+    "SpawnRequest",
+    "SpawnResult",
+    "TerminalBackend",
+    "TerminalError",
+    "TerminalSessionService",
+    "TerminalSize",
+    "WaitReason",
+    "status_text",
+]

@@ -1,0 +1,407 @@
+"""Value types and protocols shared by the registry, backends and consumers."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Awaitable, Mapping
+from enum import StrEnum
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+
+import attrs
+
+from ..kernel.cancel import Cancellation
+from ..kernel.secret import Secret
+from ..kernel.signals import ALLOWED_SIGNALS
+from ..provider.listening import Listener
+from .linematch import LineMatch
+
+if TYPE_CHECKING:
+    from ..kernel.agents import Agent
+
+__all__ = [
+    "ALLOWED_SIGNALS",
+    "MIN_REQUEST_BYTES",
+    "STATUS_SCHEMA",
+    "BackendSession",
+    "BackendSpawnContext",
+    "LineTailSession",
+    "ListeningSession",
+    "MarkedBackend",
+    "ReadRequest",
+    "ReadResult",
+    "ScreenRead",
+    "ScreenView",
+    "SecretPromptSession",
+    "SendOperation",
+    "SendRequest",
+    "SendResult",
+    "SessionStatus",
+    "SignalResult",
+    "Snapshot",
+    "SpawnRequest",
+    "SpawnResult",
+    "TerminalBackend",
+    "TerminalSize",
+    "WaitReason",
+    "status_text",
+]
+
+
+class WaitReason(StrEnum):
+    """Why a send stopped waiting. Only ``STDIN_READ`` is evidence the terminal is ready."""
+
+    STDIN_READ = "stdin_read"
+    INFERRED_IDLE = "inferred_idle"
+    TIMEOUT = "timeout"
+    SESSION_EXIT = "session_exit"
+    #: A complete output line matched the send's ``wait_for``; the program keeps running.
+    MATCHED = "matched"
+
+
+@attrs.frozen(kw_only=True)
+class SessionStatus:
+    """``running``, or ``exited`` with the exit code or the signal name that ended it."""
+
+    kind: Literal["running", "exited"]
+    exit_code: int | None = None
+    signal: str | None = None
+
+    @classmethod
+    def running(cls) -> SessionStatus:
+        return cls(kind="running")
+
+    def to_wire(self) -> dict[str, object]:
+        wire: dict[str, object] = {"kind": self.kind}
+        if self.kind == "exited":
+            wire["exitCode"] = self.exit_code
+            wire["signal"] = self.signal
+        return wire
+
+
+def status_text(status: Mapping[str, object]) -> str:
+    """How a session status reads in a tool's text, from its wire form (``to_wire()``).
+
+    ``running``, ``exited (exit code N)`` or ``exited (killed by SIGNAME)``: every tool
+    that shows a status says it the same way.
+    """
+    if status["kind"] == "running":
+        return "running"
+    if status.get("signal"):
+        return f"exited (killed by {status['signal']})"
+    return f"exited (exit code {status.get('exitCode')})"
+
+
+# The JSON schema of ``SessionStatus.to_wire()``, for tools that return a status.
+STATUS_SCHEMA: dict[str, object] = {
+    "type": "object",
+    "properties": {
+        "kind": {"enum": ["running", "exited"]},
+        "exitCode": {"type": ["integer", "null"]},
+        "signal": {"type": ["string", "null"]},
+    },
+    "required": ["kind"],
+}
+
+
+@attrs.frozen(kw_only=True)
+class SpawnRequest:
+    """What to open. ``screen`` asks for a screen session (a terminal emulator shows what a
+    full-screen program draws); ``rows``/``cols`` override the backend's window size.
+
+    ``opened_by`` names the surface that opens the session (``"terminal"`` for the
+    ``terminal_*`` tools, ``"pty"`` for ``ctx.pty`` and its tools, ``"ssh"``...). Every
+    surface lists the same sessions of an owner, so ``terminal_list`` shows it: a session
+    an ssh consumer opened is driven with ``ssh_*``, not typed into directly.
+    """
+
+    type: str
+    name: str | None = None
+    cwd: str | None = None
+    screen: bool = False
+    rows: int | None = None
+    cols: int | None = None
+    opened_by: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SpawnResult:
+    session_id: str
+    name: str | None
+    type: str
+    pid: int
+    status: SessionStatus
+    motd: str
+
+
+# The smallest ``max_bytes`` a send or read may ask for: room for both ends of the output
+# and the line that marks what was omitted between them.
+MIN_REQUEST_BYTES = 1024
+
+
+@attrs.frozen(kw_only=True)
+class SendRequest:
+    """One send. ``timeout_ms`` bounds this send alone (None: the backend's default).
+
+    ``text=""`` with ``submit=False`` types nothing: the send waits for the running
+    foreground to settle on the same ladder (how to wait for a long build).
+
+    ``max_bytes`` bounds this send's viewport below the backend's own bound: a
+    model-facing caller passes its budget so the backend keeps the head and the tail of
+    long output within it (the first error of a build survives with the last line).
+
+    ``keys`` (named keys and literal strings, encoded by the backend for the terminal's
+    current modes) replaces ``text``; a ``keys`` send never adds Enter.
+
+    ``wait_for`` (compiled with :func:`dsh_terminal_core.linematch.compile_line_pattern`)
+    also settles the send, ``matched``, once a complete line of output written after the
+    input matches it; every other way to settle still applies.
+    """
+
+    text: str
+    submit: bool = True
+    cancel: Cancellation | None = attrs.field(default=None, eq=False)
+    timeout_ms: int | None = None
+    max_bytes: int | None = None
+    secret: Secret | None = attrs.field(default=None, eq=False, repr=False)
+    """Typed raw (then Enter) instead of ``text``, only at a hidden-input prompt."""
+    keys: tuple[str, ...] | None = None
+    wait_for: re.Pattern[str] | None = attrs.field(default=None, eq=False)
+
+
+@attrs.frozen(kw_only=True)
+class ScreenView:
+    """The visible screen: trailing blanks of each line trimmed; ``cursor`` is
+    ``(row, col)`` from 0; ``alternate`` is true while a full-screen program runs."""
+
+    text: str
+    cursor: tuple[int, int]
+    alternate: bool
+
+    def to_wire(self) -> dict[str, object]:
+        return {"text": self.text, "cursor": list(self.cursor), "alternate": self.alternate}
+
+
+@attrs.frozen(kw_only=True)
+class ScreenRead:
+    """A screen session's screen at the moment it was read, with the window size."""
+
+    screen: ScreenView
+    rows: int
+    cols: int
+
+
+@attrs.frozen(kw_only=True)
+class TerminalSize:
+    rows: int
+    cols: int
+
+
+@attrs.frozen(kw_only=True)
+class SendResult:
+    """The outcome of one send. ``exit_code`` is set only when the prompt marker settled it."""
+
+    viewport: str
+    wait_reason: WaitReason
+    session_status: SessionStatus
+    truncated: bool
+    exit_code: int | None = None
+    input_hidden: bool = False
+    #: In a screen session, the screen when the program drew one during the send.
+    screen: ScreenView | None = None
+    #: A line-mode session whose program is on the alternate screen as the send settled.
+    alternate_screen: bool = False
+    #: The line that settled the send ``matched``.
+    match: LineMatch | None = None
+    #: Sockets the session's processes began listening on after the input was written.
+    listening: tuple[Listener, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class ReadRequest:
+    """``count`` lines from absolute line ``offset`` (0-based); ``max_bytes`` as for sends."""
+
+    offset: int = 0
+    count: int = 500
+    max_bytes: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class ReadResult:
+    text: str
+    total_lines: int
+    line_begin: int
+    line_end: int
+    truncated: bool
+
+
+@attrs.frozen(kw_only=True)
+class SignalResult:
+    delivered: bool
+    target_pgid: int
+
+
+@attrs.frozen(kw_only=True)
+class Snapshot:
+    session_id: str
+    name: str | None
+    type: str
+    pid: int
+    status: SessionStatus
+    cwd: str | None
+    #: What the session's processes listen on now (backends that can tell).
+    listening: tuple[Listener, ...] = ()
+    #: The surface that opened it (:attr:`SpawnRequest.opened_by`); None when not said.
+    opened_by: str | None = None
+
+
+@runtime_checkable
+class SendOperation(Protocol):
+    """A send in progress. ``await op.done`` gives the :class:`SendResult`."""
+
+    @property
+    def done(self) -> asyncio.Future[SendResult]: ...
+
+    def result(self) -> Awaitable[SendResult]:
+        """The result, for a caller that must not cancel the send by being cancelled.
+
+        Cancelling the await leaves the send running (unlike awaiting :attr:`done`), and
+        the caller resumes in the loop turn the send settles (``shield(done)`` takes one
+        more).
+        """
+        ...
+
+    def read_output(self) -> str:
+        """Return the output collected since the previous call (consuming cursor)."""
+        ...
+
+    def cancel(self) -> Awaitable[None]:
+        """Drop unwritten input and interrupt the foreground group; awaitable, not required."""
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class BackendSpawnContext:
+    """What a backend gets to create one session."""
+
+    owner: Agent = attrs.field(eq=False)
+    session_id: str
+    name: str | None
+    cwd: str | None
+    cancel: Cancellation = attrs.field(eq=False)
+    screen: bool = False
+    rows: int | None = None
+    cols: int | None = None
+
+
+@runtime_checkable
+class BackendSession(Protocol):
+    """One live terminal owned by a backend. The registry adds ids and authorization."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def status(self) -> SessionStatus: ...
+
+    @property
+    def motd(self) -> str: ...
+
+    def cwd(self) -> str | None: ...
+
+    def start_send(self, request: SendRequest) -> SendOperation:
+        """Reserve the session synchronously and start writing; ``SEND_ACTIVE`` if busy."""
+        ...
+
+    def read(self, request: ReadRequest) -> ReadResult: ...
+
+    async def signal(self, sig: str) -> SignalResult: ...
+
+    def resize(self, rows: int, cols: int) -> TerminalSize:
+        """Set the window size; the foreground program gets ``SIGWINCH``."""
+        ...
+
+    def read_screen(self) -> ScreenRead:
+        """Return the visible screen; ``INVALID_ARGUMENT`` in a session without one."""
+        ...
+
+    async def close(self, reason: str) -> None:
+        """Tear the session down; raise if processes survive (a later call retries)."""
+        ...
+
+
+@runtime_checkable
+class LineTailSession(Protocol):
+    """A backend session that can hand out its complete lines from a line cursor.
+
+    An optional capability beyond :class:`BackendSession`, reached through
+    :meth:`TerminalSessionService.complete_lines_since` (``UNSUPPORTED`` for sessions
+    without it): ``read`` pages lines but includes the line still being written, so an
+    incremental tail built on it would either resend that line or cut it in half. The
+    bash backend's sessions implement it. Lines are numbered absolutely from the start of
+    the session, so a cursor stays valid when the backend trims old output.
+    """
+
+    def complete_lines_since(self, cursor: int) -> tuple[list[str], int]:
+        """Return the retained complete lines numbered ``cursor`` and later, and the next cursor.
+
+        Lines already trimmed are skipped; the returned lines are contiguous and end just
+        before the next cursor, so ``next - cursor - len(lines)`` lines were lost.
+        """
+        ...
+
+
+@runtime_checkable
+class ListeningSession(Protocol):
+    """A backend session that can tell where its processes listen (SPEC §19.3).
+
+    An optional capability; :meth:`TerminalSessionService.list` carries it in each
+    :class:`Snapshot` (empty for sessions without it).
+    """
+
+    def listening(self) -> tuple[Listener, ...]:
+        """The sockets its foreground and background jobs listen on now."""
+        ...
+
+
+@runtime_checkable
+class SecretPromptSession(Protocol):
+    """A backend session that can prove it is at a hidden-input prompt right now.
+
+    The capability behind ``terminal_send {secret}``: a backend that implements it
+    checks again right before it writes a :attr:`SendRequest.secret` and refuses with
+    ``NOT_AT_SECRET_PROMPT`` (writing nothing) when the proof is gone.
+    """
+
+    def hidden_prompt(self) -> str | None:
+        """The prompt line when a program waits, echo off, for a line; None otherwise."""
+        ...
+
+
+@runtime_checkable
+class MarkedBackend(Protocol):
+    """A backend whose shells carry an environment marker naming their owner.
+
+    Everything a marked shell starts inherits the marker, so
+    :func:`dsh_terminal_core.provider.census.processes_with_env` finds an owner's
+    processes even after they left the terminal's process tree.
+    """
+
+    def process_marker(self, owner_id: str) -> Mapping[str, str]:
+        """The ``NAME=value`` pairs every process of ``owner_id``'s shells carries."""
+        ...
+
+
+@runtime_checkable
+class TerminalBackend(Protocol):
+    """A kind of terminal (``type``), e.g. the bash backend's ``shell``."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def exports_env(self) -> bool:
+        """True when its sessions run a POSIX shell, so ``export NAME=value`` lines work."""
+        ...
+
+    async def spawn(self, context: BackendSpawnContext) -> BackendSession: ...
