@@ -15,7 +15,7 @@ import contextlib
 import inspect
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
+from typing import Literal, NotRequired, TypedDict
 
 import attrs
 
@@ -30,6 +30,17 @@ JobStatus = Literal["running", "completed", "failed", "killed"]
 #: The kind of the notice a job's end sends its owner.
 JOB_FINISHED = "job_finished"
 KillHook = Callable[[], Awaitable[None] | None]
+
+
+class JobOutputValue(TypedDict):
+    """A :class:`JobOutput` on the wire: the ``job_output`` tool's value."""
+
+    jobId: str
+    status: JobStatus
+    output: str
+    truncated: bool
+    result: NotRequired[str]
+    error: NotRequired[str]
 
 
 class JobError(DshError):
@@ -51,8 +62,8 @@ class JobOutput:
     result: str | None = None
     error: str | None = None
 
-    def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {
+    def to_wire(self) -> JobOutputValue:
+        wire: JobOutputValue = {
             "jobId": self.job_id,
             "status": self.status,
             "output": self.output,
