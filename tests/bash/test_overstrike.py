@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsh_terminal_bash.scrollback import Scrollback
 from dsh_terminal_bash.viewport import ViewportBuffer
 from dsh_terminal_core.registry.overstrike import render, render_lines
+from dsh_terminal_core.registry.scrollback import Scrollback
 
 
 def cells(text: str) -> str:

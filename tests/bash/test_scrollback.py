@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dsh_terminal_bash.scrollback as scrollback_module
-from dsh_terminal_bash.scrollback import Scrollback
+import dsh_terminal_core.registry.scrollback as scrollback_module
 from dsh_terminal_core.kernel.textbounds import utf8_head, utf8_len, utf8_tail
+from dsh_terminal_core.registry.scrollback import Scrollback
 
 Page = tuple[str, int, int, int, bool]
 """A read as (text, total_lines, line_begin, line_end, truncated)."""

@@ -22,8 +22,8 @@ Grammar (7-bit, as xterm reads UTF-8 output):
   feed and the rest carry no text. BS stays in the text: it changes what a line shows
   (``man``'s bold ``X\\bX``, a spinner's frames), possibly over text an earlier chunk
   already emitted, so it is applied where text leaves for a reader
-  (:mod:`dsh_terminal_core.overstrike`). 8-bit C1 bytes are not controls in a UTF-8 stream; they reach
-  the decoder and come out as U+FFFD unless part of a character.
+  (:mod:`dsh_terminal_core.registry.overstrike`). 8-bit C1 bytes are not controls in a
+  UTF-8 stream; they reach the decoder and come out as U+FFFD unless part of a character.
 * CRLF and a lone CR both become LF, judged on the stream with escapes removed. A CR at
   the end of a chunk is held until the next byte is known, so a CRLF split across chunks
   is one newline. A CR still held when a prompt marker comes ended the line before the

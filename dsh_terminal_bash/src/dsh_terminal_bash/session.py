@@ -31,6 +31,7 @@ from dsh_terminal_core.registry import (
 )
 from dsh_terminal_core.registry.linematch import LineMatch, LineMatcher
 from dsh_terminal_core.registry.overstrike import render
+from dsh_terminal_core.registry.scrollback import Scrollback
 
 from .config import BashConfig
 from .environment import PROMPT
@@ -40,7 +41,6 @@ from .operation import BashSendOperation
 from .readiness import Readiness, Settlement
 from .sanitizer import Chunk, Sanitizer
 from .screen import ScreenEmulator
-from .scrollback import Scrollback
 
 __all__ = ["BashSession", "StartupFailed"]
 
