@@ -51,6 +51,29 @@ def test_the_observed_appends_rebuild_the_same_scrollback(
         assert _state(mirror) == _state(source)
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    before=CHUNKS,
+    after=CHUNKS,
+    max_lines=st.integers(1, 12),
+    max_bytes=st.integers(1, 200),
+)
+def test_a_mirror_started_from_an_image_stays_equal(
+    before: list[str], after: list[str], max_lines: int, max_bytes: int
+) -> None:
+    # What a session printed before the mirror existed arrives as one image; then the
+    # observed appends follow.
+    source = Scrollback(max_lines=max_lines, max_bytes=max_bytes)
+    for chunk in before:
+        source.append(chunk)
+    mirror = Scrollback.from_image(source.image(), max_lines=max_lines, max_bytes=max_bytes)
+    assert _state(mirror) == _state(source)
+    source.observe(mirror.append)
+    for chunk in after:
+        source.append(chunk)
+        assert _state(mirror) == _state(source)
+
+
 def test_a_removed_observer_sees_nothing_more() -> None:
     source = Scrollback()
     seen: list[str] = []

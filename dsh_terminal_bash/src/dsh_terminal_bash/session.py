@@ -994,6 +994,11 @@ class BashSession:
     def scrollback(self) -> Scrollback:
         return self._scrollback
 
+    @property
+    def max_read_bytes(self) -> int:
+        """The most a read or a send's viewport returns (a world's mirror reads the same)."""
+        return self._config.max_read_bytes
+
     def complete_lines_since(self, cursor: int) -> tuple[list[str], int]:
         """Complete lines numbered ``>= cursor`` and the next cursor (a tail that never resends)."""
         return self._scrollback.lines_since(cursor)

@@ -127,6 +127,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     mcp.add_argument("--workspace", help="workspace root (env DSH_WORKSPACE_ROOT; default: cwd)")
     _add_http_arguments(mcp)
+    world = commands.add_parser(
+        "world",
+        help="the world agent: PTYs where the work runs, for a harness elsewhere (SPEC §21)",
+    )
+    world.add_argument(
+        "--stdio",
+        action="store_true",
+        help="speak the world protocol on stdin/stdout (what kubectl exec -i or ssh -T start)",
+    )
+    world.add_argument("--config", help="JSON file with plugin config sections")
+    world.add_argument(
+        "--sandbox",
+        choices=["read-only", "workspace-write", "danger-full-access"],
+        help="the world's default sandbox mode (a harness's open names its own)",
+    )
+    world.add_argument("--workspace", help="the world's workspace root (default: cwd)")
     args = parser.parse_args(argv)
     if args.version:
         print(_version_report())
@@ -151,6 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .demo import run_demo
 
             return asyncio.run(run_demo(args.sandbox))
+        if args.command == "world":
+            if not args.stdio:
+                parser.error("world needs --stdio (the daemon, world serve, is not built yet)")
+            from ..worlds.serve import serve_stdio
+
+            return serve_stdio(args.config, args.sandbox, args.workspace)
         if args.command == "mcp":
             if args.http is not None:
                 from ..mcp.http import DEFAULT_IDLE_TTL_S, serve_http

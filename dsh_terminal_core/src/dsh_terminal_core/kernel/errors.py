@@ -86,6 +86,8 @@ class ErrorCode(StrEnum):
     SSH_AUTH = "SSH_AUTH"
     SSH_CONNECTION_LOST = "SSH_CONNECTION_LOST"
     SSH_BUSY = "SSH_BUSY"
+    # Execution worlds.
+    WORLD_UNAVAILABLE = "WORLD_UNAVAILABLE"
 
 
 class DshError(Exception):

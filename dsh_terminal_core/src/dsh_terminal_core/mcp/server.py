@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.metadata
-import json
 import logging
 import os
 import signal
@@ -45,6 +44,12 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..kernel.agents import Agent, Notice
+from ..kernel.configfile import (
+    ENV_SANDBOX_MODE,
+    ENV_WORKSPACE_ROOT,
+    ConfigFileError,
+    build_config,
+)
 from ..kernel.errors import DisposeError, DshError
 from ..kernel.harness import Harness
 from ..kernel.secret import Secret, SecretAsk
@@ -70,13 +75,10 @@ __all__ = [
     "to_call_result",
 ]
 
-ENV_SANDBOX_MODE = "DSH_SANDBOX_MODE"
-ENV_WORKSPACE_ROOT = "DSH_WORKSPACE_ROOT"
 
 SERVER_NAME = "dsh-terminal"
 AGENT_ID = "mcp-client"
 
-_SANDBOX_MODES = ("read-only", "workspace-write", "danger-full-access")
 _INSTALL_HINT = (
     "the MCP SDK (an optional extra) is not installed; install it with: "
     "pip install 'dsh-terminal-core[mcp]'"
@@ -89,71 +91,8 @@ _SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 log = logging.getLogger(__name__)
 
 
-class McpServerError(DshError):
-    """The server could not start: a bad config file, flag or environment value."""
-
-    code = "INVALID_CONFIG"
-
-
-# -- configuration ---------------------------------------------------------------------
-
-
-def build_config(
-    config_path: str | None,
-    sandbox: str | None,
-    workspace: str | None,
-    environ: Mapping[str, str] | None = None,
-) -> dict[str, dict[str, Any]]:
-    """Return the harness config: the file's sections, then env, then flags on top.
-
-    The sandbox mode and workspace root land in the ``sandbox-policy`` section; a flag
-    wins over its environment variable (``DSH_SANDBOX_MODE``, ``DSH_WORKSPACE_ROOT``),
-    and both win over the file. A relative workspace is resolved against the current
-    directory, because MCP clients start servers from directories users do not see.
-
-    Raises:
-        McpServerError: the file is unreadable, not JSON, not an object of objects, or
-            the sandbox mode is not one of the three modes.
-    """
-    environ = os.environ if environ is None else environ
-    config = _read_config_file(config_path) if config_path else {}
-    policy = dict(config.get("sandbox-policy", {}))
-    mode = sandbox or environ.get(ENV_SANDBOX_MODE) or None
-    if mode is not None:
-        if mode not in _SANDBOX_MODES:
-            origin = "--sandbox" if sandbox else ENV_SANDBOX_MODE
-            raise McpServerError(
-                f"{origin}={mode!r} is not a sandbox mode; use one of {', '.join(_SANDBOX_MODES)}"
-            )
-        policy["mode"] = mode
-    root = workspace or environ.get(ENV_WORKSPACE_ROOT) or None
-    if root is not None:
-        policy["workspace_root"] = os.path.abspath(os.path.expanduser(root))
-    if policy:
-        config["sandbox-policy"] = policy
-    return config
-
-
-def _read_config_file(path: str) -> dict[str, dict[str, Any]]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except OSError as exc:
-        raise McpServerError(f"cannot read config file {path!r}: {exc.strerror or exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise McpServerError(f"config file {path!r} is not valid JSON: {exc}") from exc
-    if not isinstance(data, dict):
-        raise McpServerError(
-            f"config file {path!r} must hold a JSON object of plugin sections, "
-            f'e.g. {{"terminal-bash": {{"timeout_ms": 60000}}}}'
-        )
-    for section, value in data.items():
-        if not isinstance(value, dict):
-            raise McpServerError(
-                f"config file {path!r}: section {section!r} must be a JSON object, "
-                f"got {type(value).__name__}"
-            )
-    return data
+#: The server could not start: a bad config file, flag or environment value.
+McpServerError = ConfigFileError
 
 
 def sandbox_warning(harness: Harness, agent: Agent) -> str | None:

@@ -38,7 +38,7 @@ from ..kernel.textbounds import utf8_head, utf8_len, utf8_tail
 from .overstrike import BS, render, render_lines
 from .types import ReadResult
 
-__all__ = ["Scrollback"]
+__all__ = ["Scrollback", "ScrollbackImage"]
 
 _BLOCK_LINES = 4096
 """New lines join the newest block until it holds this many; keeps the block count small."""
@@ -231,6 +231,22 @@ def _lines_bytes(lines: list[str], is_ascii: bool) -> int:
     return utf8_len("\n".join(lines)) + 1
 
 
+@attrs.frozen
+class ScrollbackImage:
+    """What a scrollback retains, as stored: enough to rebuild one that reads the same.
+
+    A world's harness starts its mirror of a session from one (the session printed
+    before anyone observed it, or while no harness was attached) and then follows the
+    observed appends (SPEC §21).
+    """
+
+    first_line: int
+    lines: tuple[str, ...]
+    open_text: str
+    open_active: bool
+    dropped: bool
+
+
 class Scrollback:
     """Bounded history of one terminal's sanitized text, line by line.
 
@@ -263,6 +279,14 @@ class Scrollback:
         # A backspace was ever stored: only then do reads render (most sessions never).
         self._overstruck = False
         self._observers: list[Callable[[str], None]] = []
+
+    @property
+    def max_lines(self) -> int:
+        return self._max_lines
+
+    @property
+    def max_bytes(self) -> int:
+        return self._max_bytes
 
     @property
     def total_lines(self) -> int:
@@ -302,6 +326,33 @@ class Scrollback:
         shows it (backspaces applied); ``""`` when none."""
         text = "".join(self._open)
         return render(text) if self._overstruck else text
+
+    def image(self) -> ScrollbackImage:
+        """The retained lines as stored (backspaces unrendered), for :meth:`from_image`."""
+        return ScrollbackImage(
+            first_line=self.first_line,
+            lines=tuple(self._complete_lines(self.first_line, self._complete)),
+            open_text="".join(self._open),
+            open_active=self._open_active,
+            dropped=self._dropped,
+        )
+
+    @classmethod
+    def from_image(cls, image: ScrollbackImage, *, max_lines: int, max_bytes: int) -> Scrollback:
+        """A scrollback with the original's bounds that reads as the original did.
+
+        Later appends of the same text then keep the two equal: what they retain, number
+        and trim depends only on what is retained, never on how it was stored.
+        """
+        rebuilt = cls(max_lines=max_lines, max_bytes=max_bytes)
+        rebuilt._first = rebuilt._complete = image.first_line
+        if image.lines:
+            rebuilt.append("\n".join(image.lines) + "\n")
+        if image.open_text:
+            rebuilt.append(image.open_text)
+        rebuilt._open_active = image.open_active
+        rebuilt._dropped = image.dropped
+        return rebuilt
 
     def observe(self, observer: Callable[[str], None]) -> Callable[[], None]:
         """Call ``observer`` with the text of every later :meth:`append`, before it lands.

@@ -57,9 +57,13 @@ from .types import (
     SpawnResult,
     TerminalBackend,
     TerminalSize,
+    WorldRouter,
 )
 
-__all__ = ["TerminalSessionService"]
+__all__ = ["LOCAL_WORLD", "TerminalSessionService"]
+
+#: The built-in world: this host, the in-process provider.
+LOCAL_WORLD = "local"
 
 MAX_NAME_LENGTH = 64
 MAX_READ_COUNT = 10_000
@@ -80,6 +84,7 @@ class _Entry:
     session: BackendSession
     opened_by: str | None = None
     closing: asyncio.Task[None] | None = None
+    world: str = "local"
 
 
 @attrs.define(eq=False)
@@ -125,6 +130,7 @@ class TerminalSessionService:
             raise InvalidArgument("max_sessions_per_owner must be a positive integer")
         self._max_per_owner = max_sessions_per_owner
         self._backends: dict[str, TerminalBackend] = {}
+        self._worlds: WorldRouter | None = None
         self._origins: dict[str, str | None] = {}
         self._stamp: Callable[[], str | None] | None = None
         self._sessions: dict[str, _Entry] = {}
@@ -207,9 +213,14 @@ class TerminalSessionService:
             raise _service_disposing()
         if not owner.live:
             raise owner_not_live(owner)
-        backend = self._backends.get(request.type)
-        if backend is None:
-            raise _no_backend(request.type, builtins.list(self._backends))
+        world = self._world_of(request)
+        if world == LOCAL_WORLD:
+            backend = self._backends.get(request.type)
+            if backend is None:
+                raise _no_backend(request.type, builtins.list(self._backends))
+        else:
+            assert self._worlds is not None
+            backend = self._worlds.backend(world, request.type)
         state = self._owners.get(owner)
         if state is not None and state.dead:
             raise owner_not_live(owner)
@@ -261,7 +272,7 @@ class TerminalSessionService:
 
             refusal = self._refusal(owner, state, cancel, pending)
             if refusal is None:
-                return self._publish(owner, state, request, seq, session)
+                return self._publish(owner, state, request, seq, session, world)
             failure = await finish_shielded(
                 _close_quietly(session, session_id, "spawn rolled back")
             )
@@ -317,6 +328,7 @@ class TerminalSessionService:
         request: SpawnRequest,
         seq: int,
         session: BackendSession,
+        world: str = "local",
     ) -> SpawnResult:
         session_id = f"pty-{seq}"
         entry = _Entry(
@@ -327,6 +339,7 @@ class TerminalSessionService:
             name=request.name,
             session=session,
             opened_by=request.opened_by,
+            world=world,
         )
         self._sessions[session_id] = entry
         state.sessions[session_id] = entry
@@ -337,7 +350,27 @@ class TerminalSessionService:
             pid=session.pid,
             status=session.status,
             motd=session.motd,
+            world=world,
         )
+
+    def use_worlds(self, worlds: WorldRouter) -> None:
+        """Open sessions in the worlds ``worlds`` routes to, as well as here (SPEC §21)."""
+        self._worlds = worlds
+
+    def worlds(self) -> builtins.list[str]:
+        """The worlds a spawn may name, ``local`` first."""
+        return self._worlds.names() if self._worlds is not None else [LOCAL_WORLD]
+
+    def _world_of(self, request: SpawnRequest) -> str:
+        name = request.world
+        if name is None:
+            return self._worlds.default if self._worlds is not None else LOCAL_WORLD
+        if not isinstance(name, str) or name not in self.worlds():
+            raise TerminalError(
+                f"no world named {name!r} (configured: {', '.join(self.worlds())})",
+                "INVALID_ARGUMENT",
+            )
+        return name
 
     # -- activity and lookup --------------------------------------------------------------
 
@@ -529,6 +562,7 @@ class TerminalSessionService:
                     e.session.listening() if isinstance(e.session, ListeningSession) else ()
                 ),
                 opened_by=e.opened_by,
+                world=e.world,
             )
             for e in entries
         ]

@@ -44,6 +44,7 @@ __all__ = [
     "TerminalBackend",
     "TerminalSize",
     "WaitReason",
+    "WorldRouter",
     "status_text",
 ]
 
@@ -122,6 +123,8 @@ class SpawnRequest:
     rows: int | None = None
     cols: int | None = None
     opened_by: str | None = None
+    #: The execution world to open in (SPEC §21); None is the configured default.
+    world: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -132,6 +135,8 @@ class SpawnResult:
     pid: int
     status: SessionStatus
     motd: str
+    #: The world it runs in; ``pid`` means something only there.
+    world: str = "local"
 
 
 # The smallest ``max_bytes`` a send or read may ask for: room for both ends of the output
@@ -253,6 +258,8 @@ class Snapshot:
     listening: tuple[Listener, ...] = ()
     #: The surface that opened it (:attr:`SpawnRequest.opened_by`); None when not said.
     opened_by: str | None = None
+    #: The world it runs in (SPEC §21).
+    world: str = "local"
 
 
 @runtime_checkable
@@ -389,6 +396,24 @@ class MarkedBackend(Protocol):
 
     def process_marker(self, owner_id: str) -> Mapping[str, str]:
         """The ``NAME=value`` pairs every process of ``owner_id``'s shells carries."""
+        ...
+
+
+@runtime_checkable
+class WorldRouter(Protocol):
+    """Where sessions may run besides this host: the ``worlds`` plugin's service."""
+
+    @property
+    def default(self) -> str:
+        """The world a request that names none opens in (``local`` unless configured)."""
+        ...
+
+    def names(self) -> list[str]:
+        """Every world, ``local`` first."""
+        ...
+
+    def backend(self, world: str, type: str) -> TerminalBackend:
+        """The backend for ``type`` there; ``INVALID_ARGUMENT`` for an unknown world."""
         ...
 
 

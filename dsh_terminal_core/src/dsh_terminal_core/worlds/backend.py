@@ -1,0 +1,67 @@
+"""One terminal type of one world, as the registry sees a backend.
+
+``spawn`` sends ``open`` over the world's link (starting the link on first use) with the
+owner's sandbox *mode* as the harness's policy resolves it; the world enforces it with
+its own workspace and its own bubblewrap. The answer becomes a :class:`WorldSession`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..registry.types import BackendSpawnContext
+from .link import WorldLink
+from .messages import status_from_wire
+from .session import WorldSession
+
+__all__ = ["WorldBackend"]
+
+
+class WorldBackend:
+    """``type`` in world ``world``; ``link`` gives the live link (connecting if needed)."""
+
+    def __init__(
+        self,
+        world: str,
+        type: str,
+        link: Callable[[], Awaitable[WorldLink]],
+        sandbox_mode: Callable[[Any], str | None],
+    ) -> None:
+        self.world = world
+        self._type = type
+        self._link = link
+        self._sandbox_mode = sandbox_mode
+
+    @property
+    def type(self) -> str:
+        return self._type
+
+    @property
+    def exports_env(self) -> bool:
+        return self._type == "shell"
+
+    async def spawn(self, context: BackendSpawnContext) -> WorldSession:
+        link = await self._link()
+        header: dict[str, Any] = {
+            "t": "open",
+            "agentId": context.owner.id,
+            "type": self._type,
+            "cwd": context.cwd,
+            "screen": context.screen,
+            "rows": context.rows,
+            "cols": context.cols,
+            "harnessSid": context.session_id,
+            "sandbox": self._sandbox_mode(context.owner),
+        }
+        opened = await link.call(header)
+        return WorldSession(
+            link,
+            self.world,
+            sid=str(opened["sid"]),
+            pid=int(opened.get("pid", 0)),
+            motd=str(opened.get("motd", "")),
+            status=status_from_wire(opened.get("status")),
+            bounds=dict(opened.get("bounds") or {}),
+            screen=context.screen,
+        )

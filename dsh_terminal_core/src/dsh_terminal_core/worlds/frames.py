@@ -1,0 +1,152 @@
+"""The world protocol's framing: a magic, then length-prefixed frames of header + payload.
+
+::
+
+    magic, once per direction:  89 44 53 48 57 0D 0A 1A      "\\x89DSHW\\r\\n\\x1a"
+    frame:  u32 length (big-endian: the bytes after this field)
+            u16 header length
+            header: one JSON object, UTF-8, with a string "t" (the message type)
+            payload: raw bytes (output, input, screen JSON), the rest of the frame
+
+The magic is PNG's idea: its high byte catches a 7-bit channel, ``\\r\\n`` a CRLF
+translation and ``\\x1a`` a text-mode reader — what a TTY in the way (``kubectl exec
+-it``) does to a byte stream. Bytes before it (an ssh banner, a ``.bashrc`` that prints)
+are skipped up to :data:`MAX_PREAMBLE` and kept for the error that names them if the
+magic never comes. Headers are JSON (the standard library on both sides, a few hundred
+bytes each) and bytes stay bytes, so output and input are never base64'd.
+
+A :class:`FrameReader` is fed whatever the transport read and hands back whole frames.
+Anything malformed raises :class:`FrameError` with the wire code the other side is told
+before the connection closes; nothing else escapes, whatever bytes arrive.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "DEFAULT_MAX_FRAME",
+    "MAGIC",
+    "MAX_PREAMBLE",
+    "MIN_MAX_FRAME",
+    "Frame",
+    "FrameError",
+    "FrameReader",
+    "encode_frame",
+]
+
+MAGIC = b"\x89DSHW\r\n\x1a"
+#: Bytes a peer may print before its magic (banners, login scripts).
+MAX_PREAMBLE = 64 * 1024
+DEFAULT_MAX_FRAME = 4 * 1024 * 1024
+MIN_MAX_FRAME = 64 * 1024
+
+_LENGTH = struct.Struct(">I")
+_HEADER_LENGTH = struct.Struct(">H")
+
+
+class FrameError(Exception):
+    """A frame the protocol cannot read: ``code`` is the wire code (``MALFORMED_FRAME``...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@attrs.frozen
+class Frame:
+    """One message: its JSON header (``t`` names the type) and its raw payload."""
+
+    header: dict[str, Any]
+    payload: bytes = b""
+
+    @property
+    def type(self) -> str:
+        kind: str = self.header["t"]
+        return kind
+
+
+def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
+    """The bytes of one frame; the header must carry ``t``."""
+    encoded = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(encoded) > 0xFFFF:
+        raise FrameError("FRAME_TOO_LARGE", f"a header of {len(encoded)} bytes is over 65535")
+    length = _HEADER_LENGTH.size + len(encoded) + len(payload)
+    return _LENGTH.pack(length) + _HEADER_LENGTH.pack(len(encoded)) + encoded + payload
+
+
+class FrameReader:
+    """Incremental decoder of one direction of a connection, magic first."""
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self.max_frame = max_frame
+        self._buffer = bytearray()
+        self._magic_seen = False
+        self.preamble = b""
+        """What the peer wrote before its magic (shown when the magic never comes)."""
+
+    @property
+    def started(self) -> bool:
+        """The magic has arrived."""
+        return self._magic_seen
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """Take ``data`` and return every frame it completed, in order."""
+        self._buffer += data
+        if not self._magic_seen and not self._find_magic():
+            return []
+        frames: list[Frame] = []
+        while True:
+            frame = self._next_frame()
+            if frame is None:
+                return frames
+            frames.append(frame)
+
+    def _find_magic(self) -> bool:
+        at = self._buffer.find(MAGIC)
+        if at < 0:
+            keep = len(MAGIC) - 1  # a magic split across reads
+            if len(self._buffer) > MAX_PREAMBLE + keep:
+                self.preamble = bytes(self._buffer[:MAX_PREAMBLE])
+                raise FrameError(
+                    "MALFORMED_FRAME",
+                    f"no protocol magic in the first {MAX_PREAMBLE} bytes from the peer",
+                )
+            return False
+        self.preamble = bytes(self._buffer[:at])
+        del self._buffer[: at + len(MAGIC)]
+        self._magic_seen = True
+        return True
+
+    def _next_frame(self) -> Frame | None:
+        buffer = self._buffer
+        if len(buffer) < _LENGTH.size:
+            return None
+        (length,) = _LENGTH.unpack_from(buffer)
+        if length > self.max_frame:
+            raise FrameError(
+                "FRAME_TOO_LARGE", f"a frame of {length} bytes is over the {self.max_frame} agreed"
+            )
+        if length < _HEADER_LENGTH.size:
+            raise FrameError("MALFORMED_FRAME", f"a frame of {length} bytes has no header length")
+        if len(buffer) < _LENGTH.size + length:
+            return None
+        (header_length,) = _HEADER_LENGTH.unpack_from(buffer, _LENGTH.size)
+        start = _LENGTH.size + _HEADER_LENGTH.size
+        if header_length > length - _HEADER_LENGTH.size:
+            raise FrameError("MALFORMED_FRAME", "a header longer than its frame")
+        raw = bytes(buffer[start : start + header_length])
+        payload = bytes(buffer[start + header_length : _LENGTH.size + length])
+        del buffer[: _LENGTH.size + length]
+        try:
+            header = json.loads(raw)
+        except (UnicodeDecodeError, ValueError):
+            raise FrameError("MALFORMED_FRAME", "a header that is not UTF-8 JSON") from None
+        if not isinstance(header, dict) or not isinstance(header.get("t"), str):
+            raise FrameError("MALFORMED_FRAME", "a header that is not an object with a string t")
+        return Frame(header, payload)

@@ -1,0 +1,306 @@
+"""The harness's end of one world: the transport, the handshake, requests and events.
+
+A world is reached by a command whose stdin and stdout carry the protocol (``kubectl
+exec -i POD -- dsh-terminal world --stdio``, ``docker exec -i``, ``ssh -T``, or
+``bwrap ... dsh-terminal world --stdio`` in the tests). :func:`connect` starts it off
+the event loop, keeps the last 4 KiB of its stderr, and raises ``WORLD_UNAVAILABLE``
+with those lines when it fails to start, exits, or never says hello. The fork of the
+command is the harness's own, paid once per world, never per terminal.
+
+A :class:`WorldLink` numbers requests, routes each answer to its caller and each event
+to the session it names. When the connection ends — the agent died, the command was
+killed — every session on it is told at once (:meth:`WorldEvents.link_lost`), so a send
+in flight settles ``session_exit`` then and later calls say the world's agent ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from ..kernel.errors import ErrorCode, TerminalError
+from .connection import Connection, choose_version
+from .frames import DEFAULT_MAX_FRAME, Frame, FrameError
+from .messages import PROTOCOL_VERSIONS, ProtocolError, error_from_wire
+
+__all__ = ["WorldEvents", "WorldLink", "connect", "world_unavailable"]
+
+log = logging.getLogger("dsh_terminal_core.worlds")
+
+HELLO_TIMEOUT_S = 20.0
+_STDERR_TAIL = 4096
+_EXIT_GRACE_S = 2.0
+
+
+def world_unavailable(world: str, why: str, stderr: bytes = b"") -> TerminalError:
+    tail = stderr.decode("utf-8", "replace").strip()
+    said = f"; its stderr ends: {tail[-1500:]}" if tail else ""
+    return TerminalError(
+        f"world {world!r} is unavailable: {why}{said}", ErrorCode.WORLD_UNAVAILABLE
+    )
+
+
+class WorldEvents(Protocol):
+    """What a session on a link is told: its events, and the link's end."""
+
+    def on_event(self, frame: Frame) -> None: ...
+
+    def link_lost(self, why: str) -> None: ...
+
+
+class _StderrTail:
+    """The last bytes a command wrote to stderr, for the message that says why it failed."""
+
+    def __init__(self) -> None:
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+
+    def add(self, data: bytes) -> None:
+        self._chunks.append(data)
+        self._size += len(data)
+        while self._size - len(self._chunks[0]) >= _STDERR_TAIL:
+            self._size -= len(self._chunks.popleft())
+
+    def text(self) -> bytes:
+        return b"".join(self._chunks)[-_STDERR_TAIL:]
+
+
+class WorldLink:
+    """One live connection to a world, shared by every session opened in it."""
+
+    def __init__(
+        self,
+        name: str,
+        connection: Connection,
+        process: asyncio.subprocess.Process | None,
+        stderr: _StderrReader,
+    ) -> None:
+        self.name = name
+        self._conn = connection
+        self._process = process
+        self._stderr = stderr
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[Frame]] = {}
+        self._sessions: dict[str, WorldEvents] = {}
+        self._reader: asyncio.Task[None] | None = None
+        self._lost: str | None = None
+        self.hello: dict[str, Any] = {}
+        self.version = PROTOCOL_VERSIONS[-1]
+
+    @property
+    def lost(self) -> str | None:
+        """Why the link ended, or None while it is up."""
+        return self._lost
+
+    @property
+    def world_id(self) -> Mapping[str, Any]:
+        world_id: Mapping[str, Any] = self.hello.get("worldId") or {}
+        return world_id
+
+    def start(self) -> None:
+        self._reader = asyncio.get_running_loop().create_task(self._read())
+
+    def attach(self, sid: str, session: WorldEvents) -> None:
+        self._sessions[sid] = session
+
+    def detach(self, sid: str) -> None:
+        self._sessions.pop(sid, None)
+
+    def send(self, header: dict[str, Any], payload: bytes = b"") -> None:
+        """An event or a request whose answer nobody waits for."""
+        self._conn.send(header, payload)
+
+    def request(self, header: dict[str, Any], payload: bytes = b"") -> asyncio.Future[Frame]:
+        """Send a request; the future gets its ``ok`` frame or its error as a TerminalError."""
+        answer: asyncio.Future[Frame] = asyncio.get_running_loop().create_future()
+        if self._lost is not None:
+            answer.set_exception(self._gone())
+            return answer
+        request_id = next(self._ids)
+        self._waiting[request_id] = answer
+        self._conn.send({**header, "id": request_id}, payload)
+        return answer
+
+    async def call(self, header: dict[str, Any], payload: bytes = b"") -> dict[str, Any]:
+        """A request and its answer's header."""
+        frame = await self.request(header, payload)
+        return frame.header
+
+    def _gone(self) -> TerminalError:
+        return TerminalError(
+            f"world {self.name!r}'s agent ended ({self._lost})", ErrorCode.SESSION_EXITED
+        )
+
+    async def _read(self) -> None:
+        why = "its connection ended"
+        try:
+            async for frame in self._conn.frames():
+                if frame.type in ("ok", "error"):
+                    self._answer(frame)
+                elif frame.type == "bye":
+                    why = f"it said {frame.header.get('code')}: {frame.header.get('message')}"
+                    break
+                elif frame.type == "ping":
+                    self._conn.send({"t": "pong", "n": frame.header.get("n")})
+                else:
+                    sid = frame.header.get("sid")
+                    session = self._sessions.get(sid) if isinstance(sid, str) else None
+                    if session is not None:
+                        session.on_event(frame)
+        except Exception:
+            log.exception("world %r: reading its connection failed", self.name)
+            why = "reading its connection failed"
+        finally:
+            self._end(why)
+
+    def _answer(self, frame: Frame) -> None:
+        re_id = frame.header.get("re")
+        waiter = self._waiting.pop(re_id, None) if isinstance(re_id, int) else None
+        if waiter is None or waiter.done():
+            return
+        if frame.type == "ok":
+            waiter.set_result(frame)
+        else:
+            waiter.set_exception(error_from_wire(frame.header, self.name))
+
+    def _end(self, why: str) -> None:
+        if self._lost is not None:
+            return
+        self._lost = why
+        self._conn.close()
+        waiting, self._waiting = self._waiting, {}
+        for waiter in waiting.values():
+            if not waiter.done():
+                waiter.set_exception(self._gone())
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            session.link_lost(f"world {self.name!r}'s agent ended ({why})")
+
+    async def aclose(self) -> None:
+        """End the connection and make sure the command is gone."""
+        if self._lost is None:
+            self._conn.bye("CLOSING", "the harness is closing")
+        self._end("the harness closed it")
+        if self._reader is not None:
+            self._reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader
+        await _reap(self._process)
+        await self._stderr.aclose()
+
+
+async def _reap(process: asyncio.subprocess.Process | None) -> None:
+    """Wait for the world's command to exit after its stdin closed; kill it after a grace."""
+    if process is None or process.returncode is not None:
+        return
+    if process.stdin is not None:
+        with contextlib.suppress(Exception):
+            process.stdin.close()
+    try:
+        await asyncio.wait_for(process.wait(), _EXIT_GRACE_S)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+
+
+class _StderrReader:
+    """The command's stderr on a pipe of our own: read into a tail, closed by us.
+
+    Processes the command leaves behind may hold the pipe's other end, so its end of
+    file is not waited for; closing our end is what frees it.
+    """
+
+    def __init__(self) -> None:
+        self.tail = _StderrTail()
+        self._read_fd, self.write_fd = os.pipe()
+        self._transport: asyncio.ReadTransport | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        os.close(self.write_fd)
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        self._transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(self._read_fd, "rb", 0)
+        )
+        self._task = loop.create_task(self._drain(reader))
+
+    async def _drain(self, reader: asyncio.StreamReader) -> None:
+        while data := await reader.read(4096):
+            self.tail.add(data)
+
+    def text(self) -> bytes:
+        return self.tail.text()
+
+    async def settle(self, timeout_s: float) -> None:
+        """Give what is still in the pipe ``timeout_s`` to arrive."""
+        if self._task is not None:
+            with contextlib.suppress(TimeoutError, Exception):
+                await asyncio.wait_for(asyncio.shield(self._task), timeout_s)
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._transport is not None:
+            self._transport.close()
+
+
+async def connect(
+    name: str,
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    client: Mapping[str, Any] | None = None,
+) -> WorldLink:
+    """Start ``command``, shake hands, and return the live link; ``WORLD_UNAVAILABLE`` else."""
+    stderr = _StderrReader()
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=stderr.write_fd,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+            limit=DEFAULT_MAX_FRAME,
+        )
+    except OSError as exc:
+        os.close(stderr.write_fd)
+        await stderr.aclose()
+        why = f"{command[0]!r} could not start: {exc.strerror or exc}"
+        raise world_unavailable(name, why) from None
+    assert process.stdin is not None and process.stdout is not None
+    await stderr.start()
+    connection = Connection(process.stdout, process.stdin, max_frame=DEFAULT_MAX_FRAME)
+    hello = {"versions": list(PROTOCOL_VERSIONS), "client": dict(client or {}), "pid": os.getpid()}
+    try:
+        peer = await connection.handshake(hello, timeout_s=HELLO_TIMEOUT_S)
+        version = choose_version(PROTOCOL_VERSIONS, peer.get("versions"))
+    except (EOFError, TimeoutError, FrameError, ProtocolError, ConnectionError) as exc:
+        connection.close()
+        await _reap(process)
+        await stderr.settle(1.0)
+        said = stderr.text()
+        await stderr.aclose()
+        banner = connection.preamble.decode("utf-8", "replace").strip()
+        why = {
+            EOFError: "it ended before saying hello",
+            TimeoutError: f"it did not say hello within {HELLO_TIMEOUT_S:.0f} s",
+        }.get(type(exc), getattr(exc, "message", str(exc)))
+        if banner:
+            why += f" (it printed: {banner[:300]!r})"
+        raise world_unavailable(name, why, said) from None
+    link = WorldLink(name, connection, process, stderr)
+    link.hello = peer
+    link.version = version
+    link.start()
+    return link

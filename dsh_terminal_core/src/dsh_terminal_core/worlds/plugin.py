@@ -1,0 +1,59 @@
+"""Plugin ``worlds``: the configured execution worlds as ``ctx.worlds`` (SPEC §21).
+
+Registers each configured world with the session registry, so ``terminal_open
+{world}`` (and every consumer's open, through the registry) can open a terminal there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dependency_injector import containers, providers
+
+from ..kernel.context import Context
+from ..kernel.hookspecs import hookimpl
+from ..kernel.plugins import PluginInfo
+from ..kernel.wiring import optional_dependency
+from ..sandbox.policy import SandboxPolicyService
+from .config import WorldsConfig
+from .service import WorldsService
+
+__all__ = ["WorldsContainer", "dsh_apply", "dsh_plugin_info"]
+
+Config = WorldsConfig
+
+
+def _mode_of(policy: SandboxPolicyService | None) -> Any:
+    def mode(owner: Any) -> str | None:
+        return None if policy is None else str(policy.resolve(owner).mode.value)
+
+    return mode
+
+
+class WorldsContainer(containers.DeclarativeContainer):
+    """The worlds (``ctx.worlds``), told each owner's sandbox mode by ``sandbox_policy``."""
+
+    config = providers.Dependency(instance_of=WorldsConfig)
+    sandbox_policy = optional_dependency(SandboxPolicyService)
+    worlds = providers.Singleton(
+        WorldsService, config, providers.Callable(_mode_of, sandbox_policy)
+    )
+
+
+@hookimpl
+def dsh_plugin_info() -> PluginInfo:
+    return PluginInfo(
+        name="worlds",
+        description="Execution worlds: terminals in containers, pods and remote hosts.",
+        provides=("worlds",),
+        config=Config,
+        container=WorldsContainer,
+        # Applied after the registry it joins, when there is one.
+        optional_inject=("terminals",),
+    )
+
+
+@hookimpl
+def dsh_apply(ctx: Context, config: Config) -> None:
+    if ctx.has("terminals"):
+        ctx.terminals.use_worlds(ctx.worlds)

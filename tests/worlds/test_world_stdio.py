@@ -1,0 +1,214 @@
+"""A world in its own namespaces, reached over ``dsh-terminal world --stdio``.
+
+Every send here is settled by the world's readiness ladder with production timings,
+and comes back as one settlement; what the harness reads it reads from its mirror.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.errors import DshError, TerminalError
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import ReadRequest, SendRequest, SpawnRequest, WaitReason
+from dsh_terminal_core.worlds.connection import Connection
+from dsh_terminal_core.worlds.frames import DEFAULT_MAX_FRAME
+
+from .world_fixture import needs_namespaces, world_command, world_config
+
+pytestmark = [needs_namespaces, pytest.mark.bwrap]
+
+
+def _world_link_process(h: Harness) -> int:
+    link = h.ctx.worlds._links["ns"]
+    assert link._process is not None
+    return int(link._process.pid)
+
+
+async def test_a_send_in_a_world_settles_there_with_its_exit_code() -> None:
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("agent-1")
+        opened = await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="ns"))
+        assert opened.world == "ns"
+        op = h.ctx.terminals.start_send(
+            agent, opened.session_id, SendRequest(text="echo $$ $(hostname); false")
+        )
+        result = await op.done
+        assert result.wait_reason is WaitReason.STDIN_READ
+        assert result.exit_code == 1
+        shell_pid, host = result.viewport.split()
+        # The pid is the world's: in the harness's /proc it is not that shell.
+        assert int(shell_pid) == opened.pid or opened.pid < 100
+        assert host == "world-ns"
+        seen_here = f"/proc/{shell_pid}"
+        if os.path.exists(seen_here):
+            assert os.readlink(f"{seen_here}/ns/pid") == os.readlink("/proc/self/ns/pid")
+        # State persists, and the facts of a settlement reach the listing.
+        await h.ctx.terminals.start_send(agent, opened.session_id, SendRequest(text="cd /tmp")).done
+        [row] = h.ctx.terminals.list(agent)
+        assert row.world == "ns" and row.cwd == "/tmp"
+        await agent.dispose()
+
+
+async def test_reads_come_from_a_mirror_numbered_as_the_world_numbers() -> None:
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("agent-1")
+        sid = await _open(h, agent)
+        done = await h.ctx.terminals.start_send(
+            agent, sid, SendRequest(text="for i in $(seq 1 300); do echo line-$i; done")
+        ).done
+        assert done.wait_reason is WaitReason.STDIN_READ
+        page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=100, count=3))
+        assert page.text.splitlines() == ["line-100", "line-101", "line-102"]
+        lines, cursor = h.ctx.terminals.complete_lines_since(agent, sid, 0)
+        assert lines[1:4] == ["line-1", "line-2", "line-3"] and cursor == len(lines)
+        await agent.dispose()
+
+
+async def test_an_unknown_world_names_the_configured_ones() -> None:
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("agent-1")
+        with pytest.raises(TerminalError) as refused:
+            await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="mars"))
+        assert refused.value.code == "INVALID_ARGUMENT"
+        assert "local" in refused.value.message and "ns" in refused.value.message
+        await agent.dispose()
+
+
+async def test_a_world_that_cannot_start_is_unavailable_with_its_stderr() -> None:
+    broken = {"command": ["sh", "-c", "echo no-agent-here >&2; exit 3"]}
+    missing = {"command": ["/nonexistent/dsh-terminal", "world", "--stdio"]}
+    async with Harness(config=world_config(broken=broken, missing=missing)) as h:
+        agent = h.create_agent("agent-1")
+        with pytest.raises(TerminalError) as refused:
+            await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="broken"))
+        assert refused.value.code == "WORLD_UNAVAILABLE"
+        assert "no-agent-here" in refused.value.message
+        with pytest.raises(TerminalError) as refused:
+            await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="missing"))
+        assert refused.value.code == "WORLD_UNAVAILABLE"
+        assert "could not start" in refused.value.message
+        await agent.dispose()
+
+
+@pytest.mark.parametrize("round_", range(3))
+async def test_a_killed_world_settles_the_send_in_flight_within_a_second(round_: int) -> None:
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("agent-1")
+        sid = await _open(h, agent)
+        op = h.ctx.terminals.start_send(agent, sid, SendRequest(text="sleep 30", timeout_ms=60000))
+        await asyncio.sleep(0)  # the send is on its way; nothing here waits for time
+        os.killpg(_world_link_process(h), signal.SIGKILL)
+        killed_at = time.monotonic()
+        result = await asyncio.wait_for(op.done, 5)
+        assert time.monotonic() - killed_at < 1.0
+        assert result.wait_reason is WaitReason.SESSION_EXIT
+        assert h.ctx.terminals.list(agent)[0].status.kind == "exited"
+        with pytest.raises(TerminalError) as refused:
+            h.ctx.terminals.start_send(agent, sid, SendRequest(text="echo again"))
+        assert refused.value.code == "SESSION_EXITED" and "ns" in refused.value.message
+        await agent.dispose()
+
+
+async def test_the_next_open_after_a_lost_world_starts_a_new_one() -> None:
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("agent-1")
+        await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="ns"))
+        first = dict(h.ctx.worlds.world_id("ns"))
+        os.killpg(_world_link_process(h), signal.SIGKILL)
+        await asyncio.wait_for(_until_lost(h), 5)
+        opened = await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="ns"))
+        assert h.ctx.worlds.world_id("ns") != first
+        done = await h.ctx.terminals.start_send(
+            agent, opened.session_id, SendRequest(text="echo fresh")
+        ).done
+        assert done.wait_reason is WaitReason.STDIN_READ and "fresh" in done.viewport
+        await agent.dispose()
+
+
+async def _open(h: Harness, agent: Agent) -> str:
+    opened = await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="ns"))
+    return opened.session_id
+
+
+async def _until_lost(h: Harness) -> None:
+    while h.ctx.worlds._links["ns"].lost is None:
+        await asyncio.sleep(0.01)
+
+
+async def _raw_world() -> tuple[asyncio.subprocess.Process, Connection]:
+    process = await asyncio.create_subprocess_exec(
+        *world_command(),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stdout is not None and process.stdin is not None
+    return process, Connection(process.stdout, process.stdin, max_frame=DEFAULT_MAX_FRAME)
+
+
+async def test_a_version_nobody_speaks_is_refused_and_the_world_exits() -> None:
+    process, conn = await _raw_world()
+    await conn.handshake({"versions": [99]}, timeout_s=20)
+    frames = [frame async for frame in conn.frames()]
+    assert [f.type for f in frames] == ["bye"]
+    assert frames[0].header["code"] == "VERSION_UNSUPPORTED"
+    assert await asyncio.wait_for(process.wait(), 10) == 0
+
+
+async def test_a_garbage_frame_closes_that_connection_with_its_code() -> None:
+    process, conn = await _raw_world()
+    await conn.handshake({"versions": [1]}, timeout_s=20)
+    assert process.stdin is not None
+    process.stdin.write(b"\x00\x00\x00\x05\x00\x03{x}")
+    frames = [frame async for frame in conn.frames()]
+    assert frames and frames[-1].type == "bye"
+    assert frames[-1].header["code"] == "MALFORMED_FRAME"
+    assert await asyncio.wait_for(process.wait(), 10) == 0
+
+
+async def test_an_unknown_request_is_an_error_and_the_connection_lives() -> None:
+    process, conn = await _raw_world()
+    await conn.handshake({"versions": [1]}, timeout_s=20)
+    conn.send({"t": "teleport", "id": 1})
+    conn.send({"t": "ping", "n": 7})
+    frames = conn.frames()
+    first = await anext(frames)
+    assert first.type == "error" and first.header["code"] == "UNKNOWN_TYPE"
+    second = await anext(frames)
+    assert second.type == "pong" and second.header["n"] == 7
+    conn.close()
+    assert await asyncio.wait_for(process.wait(), 10) == 0
+
+
+def test_a_terminal_on_stdin_is_refused_at_once() -> None:
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "dsh_terminal_core.cli", "world", "--stdio"],
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert run.returncode == 2
+    assert "kubectl exec -i" in run.stderr and "without -t" in run.stderr
+
+
+def test_a_world_harness_config_is_checked_at_startup() -> None:
+    bad = {"worlds": {"worlds": {"x": {"command": []}}}}
+    with pytest.raises(DshError):
+        asyncio.run(Harness(config=bad).start())
