@@ -12,12 +12,6 @@ import attrs
 from dsh_terminal_core.kernel.cancel import Cancellation
 from dsh_terminal_core.kernel.errors import OperationCancelled, TerminalError
 from dsh_terminal_core.provider import ExitStatus, Foreground, TerminalProcess
-from dsh_terminal_core.provider.listening import (
-    Listener,
-    has_children,
-    listeners,
-    session_processes,
-)
 from dsh_terminal_core.registry import (
     ReadRequest,
     ReadResult,
@@ -35,9 +29,11 @@ from dsh_terminal_core.registry.scrollback import Scrollback
 
 from .config import BashConfig
 from .environment import PROMPT
+from .interrupts import CancelEnforcement
 from .keys import encode_keys
 from .modes import ModeTracker
 from .operation import BashSendOperation
+from .probe import NO_SOCKETS, SessionProbe
 from .readiness import Readiness, Settlement
 from .sanitizer import Chunk, Sanitizer
 from .screen import ScreenEmulator
@@ -50,8 +46,6 @@ CONTINUATION_PROMPT = "> "
 # How much output may precede the echo of a send's line: a shell's answer to an
 # interrupt of the previous command (a status line, blank lines, its prompt).
 _ANSWER_BOUND = 512
-
-_NO_SOCKETS: frozenset[int] = frozenset()
 
 # How long a send that follows a cancelled one waits for it to settle. An interrupted
 # command stops and the prompt returns within milliseconds; a program that ignores
@@ -66,8 +60,13 @@ class StartupFailed(TerminalError):
         super().__init__(message, "SPAWN_FAILED")
 
 
-class BashSession:
-    """One bash process on a PTY, driven through the controlled prompt protocol."""
+class BashSession(SessionProbe, CancelEnforcement):
+    """One bash process on a PTY, driven through the controlled prompt protocol.
+
+    What the readiness ladder may ask about the terminal, and the listening sockets, are
+    :class:`SessionProbe` (``probe.py``); keeping a cancel in force and the timing of a
+    SIGINT to the shell are :class:`CancelEnforcement` (``interrupts.py``).
+    """
 
     def __init__(
         self,
@@ -112,7 +111,7 @@ class BashSession:
         self._watchers: list[Callable[[], None]] = []
         # Sockets of the session's processes already listening when the latest send's
         # input was written: a result reports only the ones that came after.
-        self._listening_before: frozenset[int] = _NO_SOCKETS
+        self._listening_before: frozenset[int] = NO_SOCKETS
         # The shell's run stamp from the look before a check that found it childless: while
         # the shell has not run since, it still has no child (only it forks its children).
         self._childless_stamp: bytes | None = None
@@ -145,182 +144,6 @@ class BashSession:
             return os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             return None
-
-    # -- the probe the readiness ladder asks ------------------------------------------
-
-    @property
-    def exact(self) -> bool:
-        return self._exact
-
-    def shell_at_prompt(self) -> bool:
-        foreground = self._process.foreground_pgid()
-        if foreground is None:
-            return False
-        if self._shell_pgid is not None and foreground != self._shell_pgid:
-            return False
-        # Before the first prompt the shell's group is unknown: its leader is the shell.
-        return self._process.is_reading_terminal(foreground)
-
-    def prompt_reader(self) -> tuple[int, int | None] | None:
-        foreground = self._process.foreground_pgid()
-        if foreground is None:
-            return None
-        pid = self._prompt_shell(foreground)
-        if pid is None:
-            return None
-        # The wake count comes with the look, read so that "reading" and the count
-        # describe one and the same wait.
-        wait = self._process.reader_wait(pid)
-        if wait is None:
-            return None
-        if wait.stamp is not None and wait.wakes is not None:
-            self._wait_seen = Foreground(
-                process_group_id=pid,
-                input_waiting=True,
-                echo=True,  # not read: a look from before a write is compared by its wait
-                wake_count=wait.wakes,
-                leader_stamp=wait.stamp,
-            )
-        return pid, wait.wakes
-
-    def _foreground_before_write(self) -> Foreground | None:
-        """The foreground as the stdin-wait tier must remember it from before the write.
-
-        When the last look that found a single-threaded leader reading (the shell at its
-        prompt, a REPL between two sends) is provably still the same wait — the same
-        group owns the foreground and its leader has not run since the run stamp read in
-        that look — the snapshot follows from that look without another: the leader is
-        still blocked in the read it was seen in, with the same wake count. Anything else
-        takes a full look. The terminal's modes are not read again: the ladder compares a
-        look from before the write by its wait alone (group, waiting, wake count).
-        """
-        seen, self._wait_seen = self._wait_seen, None
-        self._stamped_before = None
-        if seen is not None and seen.leader_stamp is not None:
-            pgid = seen.process_group_id
-            if self._process.foreground_pgid() == pgid and not self._process.ran_since(
-                pgid, seen.leader_stamp
-            ):
-                self._stamped_before = seen
-                return seen
-        return self.foreground()
-
-    def _prompt_shell(self, foreground: int) -> int | None:
-        """The pid of the protocol shell leading ``foreground``, or None.
-
-        That is the session's shell, or another instance of the same shell program
-        started inside it (``bash``, ``su``, ``sudo -i``, ``exec bash``), which inherited
-        the protocol through the environment and leads its own foreground group while
-        it reads a line.
-        """
-        if self._shell_pgid is None or foreground == self._shell_pgid:
-            # Before the first prompt the shell's group is unknown: its leader is the shell.
-            return foreground
-        if (
-            self._shell_exe is not None
-            and self._process.executable_id(foreground) == self._shell_exe
-        ):
-            return foreground
-        return None
-
-    def is_protocol_shell(self, pgid: int) -> bool:
-        return self._prompt_shell(pgid) is not None
-
-    def wake_count(self, pid: int) -> int | None:
-        return self._process.wake_count(pid)
-
-    def wake_candidates(self) -> tuple[int, ...]:
-        pids = [self._shell_pgid] if self._shell_pgid is not None else []
-        foreground = self._process.foreground_pgid()
-        if foreground is not None and foreground not in pids:
-            pids.append(foreground)
-        return tuple(pids)
-
-    def unread_input(self) -> int | None:
-        return self._process.unread_input()
-
-    def hidden_prompt(self) -> str | None:
-        """The prompt line when a program is provably waiting, echo off, for a line.
-
-        Proof is the exact stdin-wait probe: a member of the foreground group is blocked
-        reading this terminal in line mode with ECHO off, no output is pending and no
-        earlier input waits unread (it would be joined to the secret). None otherwise,
-        and always None where the probe is not exact or a send is running.
-        """
-        if self._op is not None:
-            return None
-        return self._hidden_prompt_now()
-
-    def _hidden_prompt_now(self) -> str | None:
-        if not self._exact or self._closing or self._status.kind == "exited":
-            return None
-        foreground = self.foreground()
-        if foreground is None or not foreground.input_hidden:
-            return None
-        if self._process.pending_output() or self._process.unread_input():
-            return None
-        return self._scrollback.open_line
-
-    def shell_owns_foreground(self) -> bool:
-        foreground = self._process.foreground_pgid()
-        return foreground is not None and foreground == self._shell_pgid
-
-    def foreground(self) -> Foreground | None:
-        seen = self._process.inspect_foreground()
-        if seen is not None and seen.leader_stamp is not None:
-            self._wait_seen = seen
-        return seen
-
-    def shell_group(self) -> int | None:
-        return self._shell_pgid
-
-    def pending_output(self) -> int:
-        return self._process.pending_output()
-
-    def sole_member(self, pgid: int) -> bool:
-        return self._process.sole_member(pgid)
-
-    def foreground_listening(self) -> bool:
-        foreground = self._process.foreground_pgid()
-        if foreground is None or foreground == self._shell_pgid:
-            return False
-        for listener in self._new_listeners():
-            try:
-                if os.getpgid(listener.pid) == foreground:
-                    return True
-            except OSError:
-                continue
-        return False
-
-    # -- listening sockets ------------------------------------------------------------
-
-    def listening(self) -> tuple[Listener, ...]:
-        """What the session's processes (its foreground and background jobs) listen on now.
-
-        The shell itself is not looked at. One small read when the shell has no
-        children, as at an idle prompt.
-        """
-        shell = self._shell_pgid
-        if shell is None or self._status.kind == "exited":
-            return ()
-        seen = self._wait_seen  # read before the children: see _childless_stamp
-        children = self._process.has_children(shell)  # a pread of a kept file
-        if children is None:
-            children = has_children(shell)
-        if not children:
-            if seen is not None and seen.process_group_id == shell:
-                self._childless_stamp = seen.leader_stamp
-            return ()
-        self._childless_stamp = None
-        return tuple(listeners(session_processes(shell)))
-
-    def _new_listeners(self) -> tuple[Listener, ...]:
-        """Listening sockets that were not listening when the latest input was written."""
-        now = self.listening()
-        if not now:
-            return now
-        before = self._listening_before
-        return tuple(found for found in now if found.inode not in before)
 
     # -- output -----------------------------------------------------------------------
 
@@ -651,10 +474,6 @@ class BashSession:
             return
         self._write_finished(op)
 
-    def _must_wait_to_type(self) -> bool:
-        """A SIGINT to the shell is unanswered, or a cancel is still in force."""
-        return self._interrupt_unanswered or any(not task.done() for task in self._enforcers)
-
     async def _write(self, op: BashSendOperation, request: SendRequest) -> None:
         # A cancel still in force (a line it cut short may still sit in the shell's line
         # editor) finishes before this input is typed behind that line.
@@ -700,11 +519,11 @@ class BashSession:
             and before.leader_stamp == self._childless_stamp
         ):
             # The shell was seen childless after this very look, and has not run since.
-            self._listening_before = _NO_SOCKETS
+            self._listening_before = NO_SOCKETS
         else:
             listening = self.listening()
             self._listening_before = (
-                frozenset(found.inode for found in listening) if listening else _NO_SOCKETS
+                frozenset(found.inode for found in listening) if listening else NO_SOCKETS
             )
         return payload.encode("utf-8") if not op.input_cancelled else b""
 
@@ -726,24 +545,6 @@ class BashSession:
             self._readiness = None
         op.fail(_not_at_secret_prompt(self.session_id))
         self._release(op)
-
-    async def _answer_held_interrupt(self) -> None:
-        """Let a shell act on a SIGINT it holds before it reads this send's input.
-
-        Measured with bash 5 here: a SIGINT that reaches bash idle at a prompt that a
-        previous SIGINT printed is taken only when the next input arrives, and bash then
-        runs that input without its first byte (``cho: command not found``). An empty
-        line is the one input that is safe to lose: after any SIGINT to the shell it goes
-        first, and the real input follows once a prompt has answered it (or after a
-        bound, if none comes).
-        """
-        self._interrupt_unanswered = False
-        self._marker_event.clear()
-        with contextlib.suppress(Exception):
-            await self._process.write("\r")
-            await asyncio.wait_for(
-                self._marker_event.wait(), timeout=4 * self._config.poll_interval_ms / 1000
-            )
 
     def _write_finished(self, op: BashSendOperation) -> None:
         """Written, dropped or failed: no more input is coming, so readiness may judge.
@@ -818,152 +619,6 @@ class BashSession:
             return text[at + 1 + len(prompted) :]
         return text[len(echoed) :] if text.startswith(echoed) else text
 
-    async def _cancel_op(self, op: BashSendOperation) -> None:
-        try:
-            await self._cancel_and_signal(op)
-        finally:
-            # Release before this task completes, so a caller that awaited the cancel
-            # and then the (already settled) result can send again at once.
-            if op.done.done():
-                self._release(op)
-
-    async def _cancel_and_signal(self, op: BashSendOperation) -> None:
-        """Cancel as the terminal's Ctrl-C does, and keep it in force until the send settles.
-
-        Unwritten input is dropped, input written but not yet read is flushed from the
-        terminal (so no suffix of a half-read line can ever run as a command), then the
-        foreground group gets SIGINT. A group that takes the foreground afterwards (the
-        command was being forked just then) gets SIGINT too, until the send settles.
-
-        A shell's own group is interrupted while the shell is blocked reading its
-        terminal (its line editor then drops the partial line and prints a new prompt at
-        once). Bash busy between two reads would hold the signal until its next input
-        and eat that input's first byte, so a shell busy inside its line editor is left
-        to reach its next read, and a shell forking a command is left to start it: the
-        command is what gets the SIGINT. The session's shell running a line of builtins
-        (its terminal canonical again) gets it once it has run so for two poll intervals
-        (see ``_running_own_line``); nothing else would stop a loop of them.
-        """
-        task = op.write_task
-        if task is not None and not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._write_finished(op)
-        if self._cancel_over(op):
-            return
-        readiness = self._readiness
-        if readiness is not None and self._op is op:
-            readiness.cancelling = True
-        self._process.flush_input()
-        state = _CancelState()
-        self._interrupt(state)
-        # Signalling has begun: the caller's await returns now, and the reservation may
-        # go as soon as the send settles. Keeping the cancel in force runs beside it.
-        enforcer = asyncio.get_running_loop().create_task(self._keep_cancelled(op, state))
-        self._enforcers.add(enforcer)
-        enforcer.add_done_callback(self._enforcers.discard)
-
-    async def _keep_cancelled(self, op: BashSendOperation, state: _CancelState) -> None:
-        delay_ms = 1.0
-        while not self._cancel_over(op):
-            await asyncio.wait({op.done}, timeout=delay_ms / 1000)
-            delay_ms = min(delay_ms * 2, float(self._config.poll_interval_ms))
-            if not self._cancel_over(op):
-                self._interrupt(state)
-        if self._may_hold_cut_line(op, state):
-            await self._drop_cut_line(state)
-
-    def _cancel_over(self, op: BashSendOperation) -> bool:
-        return op.done.done() or self._ended()
-
-    def _ended(self) -> bool:
-        return self._status.kind == "exited" or self._closing
-
-    def _may_hold_cut_line(self, op: BashSendOperation, state: _CancelState) -> bool:
-        """The send settled while the shell may still hold the part of the line it read.
-
-        A shell busy between two reads when the rest of its line was flushed keeps the
-        part it read in its line editor until an interrupt at its next read drops it.
-        That interrupt is what ends such a cancel, unless the send settled first: on
-        silence or its deadline, the shell staying busy that long. A prompt (its line
-        editor was empty) or an interrupted command (the shell had taken the whole line)
-        proves nothing was left.
-        """
-        if self._ended() or state.markers_at_signal is not None or state.command_signalled:
-            return False
-        if op.done.cancelled() or op.done.exception() is not None:
-            return False
-        return op.done.result().wait_reason in (WaitReason.INFERRED_IDLE, WaitReason.TIMEOUT)
-
-    async def _drop_cut_line(self, state: _CancelState) -> None:
-        """Interrupt the shell at its next read, which drops the line a cancel cut short.
-
-        Until then the next send waits (see ``_write``): typed behind that part of a
-        line, its input would run joined to it.
-        """
-        delay_ms = 1.0
-        while not self._ended():
-            self._interrupt(state)
-            if state.markers_at_signal is not None:
-                return
-            await asyncio.sleep(delay_ms / 1000)
-            delay_ms = min(delay_ms * 2, float(self._config.poll_interval_ms))
-
-    def _interrupt(self, state: _CancelState) -> None:
-        """SIGINT the foreground group if this cancel has not reached it yet."""
-        foreground = self._process.foreground_pgid()
-        if foreground is None:
-            return
-        if self._prompt_shell(foreground) is not None:
-            # A prompt printed since the last SIGINT is the answer; never interrupt it.
-            if state.markers_at_signal is not None and self._markers > state.markers_at_signal:
-                return
-            now = asyncio.get_running_loop().time()
-            if state.shell_signalled_at is not None and now - state.shell_signalled_at < (
-                2 * self._config.poll_interval_ms / 1000
-            ):
-                return
-            busy = self._exact and self.prompt_reader() is None
-            if busy and not self._running_own_line(foreground, state, now):
-                return  # busy between reads: wait for its read, or for its command
-            state.shell_signalled_at = now
-            state.markers_at_signal = self._markers
-        elif foreground in state.groups:
-            return
-        with contextlib.suppress(TerminalError):
-            state.groups.add(self._process.signal_foreground("SIGINT", foreground))
-            if self._prompt_shell(foreground) is not None:
-                self._interrupt_unanswered = True
-            else:
-                state.command_signalled = True
-
-    def _running_own_line(self, foreground: int, state: _CancelState, now: float) -> bool:
-        """The session's busy shell has been running a line it took whole, for a while.
-
-        Its line editor keeps the terminal out of canonical mode from the first read of a
-        line to its end (a key-bound command included) and gives it back before running
-        it, so a canonical terminal means the shell is past its line editor: running
-        builtins (a loop of them never lets a command take the foreground), where a
-        SIGINT stops the line, as Ctrl-C does. The shell is canonical too for the moment
-        between a finished line and its next prompt; a SIGINT there is held by the line
-        editor until the next input, like one between two reads, so the shell must have
-        been seen so, with no prompt printed, across two poll intervals. Once a command
-        of the line got the SIGINT, the rest is the shell answering it, left alone. Only
-        the session's own shell: a group led by a copy of the shell may be a command's
-        child between its fork and its exec, which would lose the signal and then run.
-        """
-        modes = self._process.terminal_modes()
-        canonical = modes is not None and modes[1]
-        if state.command_signalled or foreground != self._shell_pgid or not canonical:
-            state.running_since = None
-            return False
-        if state.running_since is None or state.running_markers != self._markers:
-            state.running_since = now
-            state.running_markers = self._markers
-            return False
-        return now - state.running_since >= 2 * self._config.poll_interval_ms / 1000
-
     # -- read, signal, close ----------------------------------------------------------
 
     def read(self, request: ReadRequest) -> ReadResult:
@@ -1015,30 +670,6 @@ class BashSession:
             self._interrupt_unanswered = True
         return SignalResult(delivered=True, target_pgid=pgid)
 
-    async def _until_shell_reads(self) -> None:
-        """Hold a SIGINT for a shell that is busy between two reads, briefly.
-
-        Bash's line editor takes a SIGINT that arrives between two reads only at its
-        next input byte, which it then eats (the next send would lose its first
-        character). At its read it drops the line and prints a new prompt at once, as
-        for a typed Ctrl-C. A foreground command, or a shell that stays busy for
-        ``poll_interval_ms``, is signalled as it is.
-        """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self._config.poll_interval_ms / 1000
-        delay = 0.001
-        while True:
-            foreground = self._process.foreground_pgid()
-            if foreground is None or self._prompt_shell(foreground) is None:
-                return
-            reading = self.prompt_reader() is not None
-            if reading and self._process.quietly_asleep(foreground) is not False:
-                return
-            if loop.time() >= deadline:
-                return
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.016)
-
     async def close(self, reason: str) -> None:
         """Stop readiness, tear the process tree down, settle an active send as session_exit.
 
@@ -1068,21 +699,6 @@ class BashSession:
             )
         if op is not None:
             self._release(op)
-
-
-@attrs.define
-class _CancelState:
-    """What one cancel has interrupted so far."""
-
-    groups: set[int] = attrs.field(factory=set)
-    shell_signalled_at: float | None = None
-    markers_at_signal: int | None = None
-    # A command (not a shell) got the SIGINT: the shell had read the whole line.
-    command_signalled: bool = False
-    # Since when the session's shell has been seen running a line of its own, and the
-    # prompt count then (see ``BashSession._running_own_line``).
-    running_since: float | None = None
-    running_markers: int = 0
 
 
 def _not_at_secret_prompt(session_id: str) -> TerminalError:
