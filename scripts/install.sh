@@ -171,12 +171,13 @@ if [ "$mode" = test ]; then
       say "  ssh/sshd missing: the ssh tests will be skipped (install openssh-server and openssh-client)"
     fi
   fi
-  # One secret test fills in the one-time secret page in a real headless browser.
+  # The browser tests (the secret page filled in by a person) drive the system's headless
+  # Chromium through Playwright (requirements-dev.txt); Playwright never downloads a browser.
   if ! command -v chromium >/dev/null 2>&1; then
     if have_apt && is_root; then
-      apt_install chromium || say "  could not install chromium: the browser secret test will be skipped"
+      apt_install chromium || say "  could not install chromium: the browser tests will be skipped"
     else
-      say "  chromium missing: the browser secret test will be skipped"
+      say "  chromium missing: the browser tests will be skipped (install chromium)"
     fi
   fi
   pip_install -r requirements-dev.txt || fail "pip could not install requirements-dev.txt (see above)"

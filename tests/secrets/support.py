@@ -1,4 +1,4 @@
-"""Shared pieces of the secret tests: a harness with secret sources, a leak scan."""
+"""Shared pieces of the secret tests: a harness, a leak scan, a person filling in the page."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import importlib.metadata
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -18,9 +18,26 @@ from dsh_terminal_core.kernel.tools import ToolResult
 
 from ..helpers import full_access
 
+if TYPE_CHECKING:
+    from playwright.async_api import Page
+
 
 def digest(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()
+
+
+async def fill_secret_page(page: Page, url: str, secret: str) -> tuple[str, str]:
+    """Open ``url``, type ``secret`` into its field and send the form, as a person would.
+
+    Returns the text of the page as shown, and of the page the form's answer brought.
+    """
+    await page.goto(url)
+    before = await page.inner_text("body")
+    await page.click("#secret")
+    await page.keyboard.type(secret)
+    async with page.expect_navigation():
+        await page.click("#send")
+    return before, await page.inner_text("body")
 
 
 def entry_point_plugins() -> list[object]:

@@ -31,6 +31,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
+from ..browser import headless_page, needs_chromium
 from ..integration.mcp_clients import (
     COMBINATIONS,
     IDS,
@@ -42,8 +43,7 @@ from ..integration.mcp_clients import (
     value_of,
 )
 from ..integration.test_mcp_http import TOKEN_A, TOKEN_B, http_server
-from .chromium import CHROMIUM, Chromium
-from .support import digest
+from .support import digest, fill_secret_page
 from .test_secret_mcp import SECRET, fetch, submit
 
 TEST_BOUND_S = 120
@@ -238,21 +238,14 @@ async def test_a_retry_without_the_persons_answer_sends_nothing(tmp_path: Path) 
             assert still["inputHidden"] is True
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="needs chromium")
+@needs_chromium
 async def test_headless_chromium_fills_in_the_page_on_2026(tmp_path: Path) -> None:
     shown: list[tuple[str, str]] = []
 
     async def person(_ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         assert isinstance(params, types.ElicitRequestURLParams)
-
-        def browse() -> tuple[str, str]:
-            browser = Chromium()
-            try:
-                return browser.fill_secret_page(params.url, SECRET)
-            finally:
-                browser.close()
-
-        shown.append(await anyio.to_thread.run_sync(browse))
+        async with headless_page() as page:
+            shown.append(await fill_secret_page(page, params.url, SECRET))
         return types.ElicitResult(action="accept")
 
     params = StdioServerParameters(
