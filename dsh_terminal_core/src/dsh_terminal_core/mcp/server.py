@@ -155,7 +155,7 @@ def serve(config_path: str | None, sandbox: str | None, workspace: str | None) -
 
 def _configure_logging() -> None:
     """Send logs to stderr, unless the host already configured logging."""
-    ours = logging.getLogger(__name__.rsplit(".", 1)[0])
+    ours = logging.getLogger("dsh_terminal_core")  # every logger of the package
     if ours.level == logging.NOTSET:
         ours.setLevel(logging.INFO)
     root = logging.getLogger()
