@@ -95,3 +95,12 @@ def test_a_header_is_compact_json() -> None:
     (header_length,) = struct.unpack(">H", encoded[4:6])
     assert length == len(encoded) - 4
     assert json.loads(encoded[6 : 6 + header_length]) == {"t": "ping", "n": 1}
+
+
+def test_frames_before_a_fault_come_first_then_the_fault() -> None:
+    reader = FrameReader(max_frame=1024)
+    wire = MAGIC + encode_frame({"t": "hello"}) + struct.pack(">I", 4096)
+    assert [f.type for f in reader.feed(wire)] == ["hello"]
+    with pytest.raises(FrameError) as refused:
+        reader.check()
+    assert refused.value.code == "FRAME_TOO_LARGE"

@@ -143,6 +143,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the world's default sandbox mode (a harness's open names its own)",
     )
     world.add_argument("--workspace", help="the world's workspace root (default: cwd)")
+    world.add_argument(
+        "--socket",
+        metavar="PATH",
+        help="with --stdio: relay to the daemon at PATH; with serve: listen there",
+    )
+    world.add_argument(
+        "--lease-s",
+        type=float,
+        default=600,
+        metavar="S",
+        help="serve: keep a session S seconds after its harness is gone (default 600)",
+    )
+    world.add_argument("mode", nargs="?", choices=["serve"], help="serve: run the daemon")
     args = parser.parse_args(argv)
     if args.version:
         print(_version_report())
@@ -168,11 +181,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return asyncio.run(run_demo(args.sandbox))
         if args.command == "world":
-            if not args.stdio:
-                parser.error("world needs --stdio (the daemon, world serve, is not built yet)")
-            from ..worlds.serve import serve_stdio
+            from ..worlds import serve as worlds
 
-            return serve_stdio(args.config, args.sandbox, args.workspace)
+            if args.mode == "serve":
+                if args.socket is None or args.stdio:
+                    parser.error("world serve needs --socket PATH (and no --stdio)")
+                return worlds.serve_socket(
+                    args.socket, args.config, args.sandbox, args.workspace, lease_s=args.lease_s
+                )
+            if not args.stdio:
+                parser.error("world needs --stdio, or serve --socket PATH")
+            if args.socket is not None:
+                return worlds.relay_stdio(args.socket)
+            return worlds.serve_stdio(args.config, args.sandbox, args.workspace)
         if args.command == "mcp":
             if args.http is not None:
                 from ..mcp.http import DEFAULT_IDLE_TTL_S, serve_http

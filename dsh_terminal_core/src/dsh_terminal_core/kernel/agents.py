@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import attrs
 
@@ -113,16 +114,22 @@ class Notice:
         return wire
 
 
+def _log_failed_arrival(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled() and (exc := future.exception()) is not None:
+        log.warning("an expected arrival failed: %s", exc)
+
+
 class Agent:
     """An owner identity. Compare with ``is``; ``id`` is only a label."""
 
-    __slots__ = ("__weakref__", "_listeners", "_notices", "_scope", "id")
+    __slots__ = ("__weakref__", "_arrivals", "_listeners", "_notices", "_scope", "id")
 
     def __init__(self, agent_id: str) -> None:
         self.id = agent_id
         self._scope = EffectScope(f"agent {agent_id!r}")
         self._notices: list[Notice] = []
         self._listeners: list[NoticeListener] = []
+        self._arrivals: list[asyncio.Future[Any]] = []
 
     def __repr__(self) -> str:
         return f"<Agent {self.id!r} at {id(self):#x}>"
@@ -134,6 +141,25 @@ class Agent:
     def live(self) -> bool:
         """True until disposal starts."""
         return not self._scope.disposing
+
+    def expect(self, arrival: Awaitable[Any]) -> None:
+        """Something this agent's first call should wait for (its sessions coming back).
+
+        A plugin adds it when the agent is created (``dsh_agent_created``); a failure is
+        the plugin's to report, never the call's.
+        """
+        future = asyncio.ensure_future(arrival)
+        future.add_done_callback(_log_failed_arrival)
+        self._arrivals.append(future)
+
+    async def arrived(self, timeout_s: float | None = None) -> None:
+        """Wait for what was expected (at most ``timeout_s``); instant when nothing is."""
+        if not self._arrivals:
+            return
+        pending = [arrival for arrival in self._arrivals if not arrival.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout_s)
+        self._arrivals = [arrival for arrival in self._arrivals if not arrival.done()]
 
     @property
     def disposed(self) -> bool:

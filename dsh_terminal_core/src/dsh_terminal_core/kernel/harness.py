@@ -38,7 +38,11 @@ from .secret import SecretAsker
 from .tools import ToolExec, ToolRegistry, ToolResult
 from .wiring import build_container, kept_resolution
 
-__all__ = ["Harness"]
+__all__ = ["ARRIVAL_WAIT_S", "Harness"]
+
+#: How long a tool call waits for what its agent's creation started (its sessions
+#: coming back from a world); longer work finishes in the background.
+ARRIVAL_WAIT_S = 1.0
 
 
 class Harness:
@@ -238,6 +242,8 @@ class Harness:
             raise DshError("the harness is closed", "SERVICE_DISPOSING")
         agent = Agent(agent_id)
         self._agents.append(agent)
+        if self._started:
+            self.pm.hook.dsh_agent_created(agent=agent, ctx=self.ctx)
         return agent
 
     async def call_tool(
@@ -254,6 +260,7 @@ class Harness:
         ``ask_secret`` lets a tool ask the caller's person for a secret (the MCP server
         passes its URL-mode elicitation); without it such a tool answers ``NO_SECRET``.
         """
+        await agent.arrived(ARRIVAL_WAIT_S)
         exec_ = ToolExec(agent=agent, cancel=cancel or Cancellation(), ask_secret=ask_secret)
         # Not started: ctx.tools says which service is missing.
         tools: ToolRegistry = self._tools() if self._tools is not None else self.ctx.tools

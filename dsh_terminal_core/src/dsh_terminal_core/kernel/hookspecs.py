@@ -56,3 +56,13 @@ def dsh_secret_source(name: str, owner: Agent) -> str | Secret | None:
     and takes the first answer that is not None. An implementation may return an
     awaitable for a source that needs I/O. Never log or raise with the value in it.
     """
+
+
+@hookspec
+def dsh_agent_created(agent: Agent, ctx: Context) -> None:
+    """``agent`` was just created by ``Harness.create_agent``; runs synchronously.
+
+    A plugin with something to do for a new agent that takes I/O (the ``worlds`` plugin
+    re-adopting the sessions a daemon kept for this agent id) starts it here and hands
+    it to ``agent.expect(...)``: the agent's first tool call waits for it.
+    """

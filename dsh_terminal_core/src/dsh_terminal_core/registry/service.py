@@ -238,6 +238,8 @@ class TerminalSessionService:
         if state is None:
             state = self._adopt_owner(owner)
         seq = next(self._ids)
+        while self._taken(f"pty-{seq}"):  # an adopted session kept its id
+            seq = next(self._ids)
         session_id = f"pty-{seq}"
         pending = _PendingSpawn(session_id=session_id, name=request.name, control=Cancellation())
         state.pending[session_id] = pending
@@ -352,6 +354,64 @@ class TerminalSessionService:
             motd=session.motd,
             world=world,
         )
+
+    def _taken(self, session_id: str) -> bool:
+        if session_id in self._sessions:
+            return True
+        return any(session_id in state.pending for state in self._owners.values())
+
+    def adopt(
+        self,
+        owner: Agent,
+        session: BackendSession,
+        *,
+        session_id: str | None,
+        type: str,
+        name: str | None = None,
+        opened_by: str | None = None,
+        world: str = LOCAL_WORLD,
+    ) -> str:
+        """Publish a session that is already live (a world kept it for ``owner``'s id).
+
+        It keeps ``session_id`` when that id is free here, else gets a fresh one; the id
+        is returned. ``OWNER_NOT_LIVE`` and ``SERVICE_DISPOSING`` refuse it as they refuse
+        a spawn; the caller still owns the session then. A name already used by another
+        of the owner's sessions is dropped rather than refused: the session exists.
+        """
+        if self._disposing:
+            raise _service_disposing()
+        if not owner.live:
+            raise owner_not_live(owner)
+        state = self._owners.get(owner)
+        if state is not None and state.dead:
+            raise owner_not_live(owner)
+        if state is None:
+            state = self._adopt_owner(owner)
+        seq: int | None = None
+        if session_id is not None and not self._taken(session_id):
+            number = session_id.removeprefix("pty-")
+            seq = int(number) if number.isdigit() else None
+        if seq is None:
+            seq = next(self._ids)
+            while self._taken(f"pty-{seq}"):
+                seq = next(self._ids)
+            session_id = f"pty-{seq}"
+        assert session_id is not None
+        if name is not None and any(e.name == name for e in state.sessions.values()):
+            name = None
+        entry = _Entry(
+            seq=seq,
+            session_id=session_id,
+            owner=owner,
+            type=type,
+            name=name,
+            session=session,
+            opened_by=opened_by,
+            world=world,
+        )
+        self._sessions[session_id] = entry
+        state.sessions[session_id] = entry
+        return session_id
 
     def use_worlds(self, worlds: WorldRouter) -> None:
         """Open sessions in the worlds ``worlds`` routes to, as well as here (SPEC §21)."""

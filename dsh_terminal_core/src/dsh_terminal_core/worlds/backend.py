@@ -15,7 +15,7 @@ from .link import WorldLink
 from .messages import status_from_wire
 from .session import WorldSession
 
-__all__ = ["WorldBackend"]
+__all__ = ["WorldBackend", "session_from_row"]
 
 
 class WorldBackend:
@@ -27,11 +27,14 @@ class WorldBackend:
         type: str,
         link: Callable[[], Awaitable[WorldLink]],
         sandbox_mode: Callable[[Any], str | None],
+        *,
+        lease_s: float | None = None,
     ) -> None:
         self.world = world
         self._type = type
         self._link = link
         self._sandbox_mode = sandbox_mode
+        self._lease_s = lease_s
 
     @property
     def type(self) -> str:
@@ -52,16 +55,23 @@ class WorldBackend:
             "rows": context.rows,
             "cols": context.cols,
             "harnessSid": context.session_id,
+            "name": context.name,
             "sandbox": self._sandbox_mode(context.owner),
+            "leaseS": self._lease_s,
         }
         opened = await link.call(header)
-        return WorldSession(
-            link,
-            self.world,
-            sid=str(opened["sid"]),
-            pid=int(opened.get("pid", 0)),
-            motd=str(opened.get("motd", "")),
-            status=status_from_wire(opened.get("status")),
-            bounds=dict(opened.get("bounds") or {}),
-            screen=context.screen,
-        )
+        return session_from_row(link, self.world, opened)
+
+
+def session_from_row(link: WorldLink, world: str, row: dict[str, Any]) -> WorldSession:
+    """The session an ``open`` or ``adopt`` answer describes, attached to ``link``."""
+    return WorldSession(
+        link,
+        world,
+        sid=str(row["sid"]),
+        pid=int(row.get("pid") or 0),
+        motd=str(row.get("motd") or ""),
+        status=status_from_wire(row.get("status")),
+        bounds=dict(row.get("bounds") or {}),
+        screen=bool(row.get("screen")),
+    )

@@ -43,11 +43,6 @@ class WorldEntry:
     def __attrs_post_init__(self) -> None:
         if (self.command is None) == (self.socket is None):
             raise ValueError("a world needs exactly one of command and socket")
-        if self.socket is not None:
-            raise ValueError(
-                "socket worlds (the daemon, dsh-terminal world serve) are not available yet; "
-                "use a command world"
-            )
         if self.lease_s < 1:
             raise ValueError("lease_s must be at least 1")
 

@@ -118,6 +118,7 @@ class Connection:
 
     async def _next(self) -> Frame | None:
         while not self._pending:
+            self._decoder.check()
             try:
                 data = await self._reader.read(_READ_CHUNK)
             except (ConnectionError, OSError):

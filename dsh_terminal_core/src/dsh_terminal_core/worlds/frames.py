@@ -87,6 +87,7 @@ class FrameReader:
         self.max_frame = max_frame
         self._buffer = bytearray()
         self._magic_seen = False
+        self._error: FrameError | None = None
         self.preamble = b""
         """What the peer wrote before its magic (shown when the magic never comes)."""
 
@@ -96,16 +97,34 @@ class FrameReader:
         return self._magic_seen
 
     def feed(self, data: bytes) -> list[Frame]:
-        """Take ``data`` and return every frame it completed, in order."""
+        """Take ``data`` and return every frame it completed, in order.
+
+        Frames that came whole before a malformed one are returned first; the fault is
+        raised by the next call (:meth:`check`), so a hello and garbage read together
+        still give the hello, then the refusal.
+        """
+        self.check()
         self._buffer += data
         if not self._magic_seen and not self._find_magic():
             return []
         frames: list[Frame] = []
         while True:
-            frame = self._next_frame()
+            try:
+                frame = self._next_frame()
+            except FrameError as fault:
+                if not frames:
+                    raise
+                self._error = fault
+                return frames
             if frame is None:
                 return frames
             frames.append(frame)
+
+    def check(self) -> None:
+        """Raise the fault found after the frames last returned, if there was one."""
+        if self._error is not None:
+            fault, self._error = self._error, None
+            raise fault
 
     def _find_magic(self) -> bool:
         at = self._buffer.find(MAGIC)

@@ -29,13 +29,15 @@ from .connection import Connection, choose_version
 from .frames import DEFAULT_MAX_FRAME, Frame, FrameError
 from .messages import PROTOCOL_VERSIONS, ProtocolError, error_from_wire
 
-__all__ = ["WorldEvents", "WorldLink", "connect", "world_unavailable"]
+__all__ = ["WorldEvents", "WorldLink", "connect", "connect_socket", "world_unavailable"]
 
 log = logging.getLogger("dsh_terminal_core.worlds")
 
 HELLO_TIMEOUT_S = 20.0
 _STDERR_TAIL = 4096
 _EXIT_GRACE_S = 2.0
+# Sessions whose events may wait for their answer (opens and adoptions in flight).
+_UNCLAIMED_SESSIONS = 256
 
 
 def world_unavailable(world: str, why: str, stderr: bytes = b"") -> TerminalError:
@@ -79,7 +81,7 @@ class WorldLink:
         name: str,
         connection: Connection,
         process: asyncio.subprocess.Process | None,
-        stderr: _StderrReader,
+        stderr: _StderrReader | None,
     ) -> None:
         self.name = name
         self._conn = connection
@@ -88,6 +90,9 @@ class WorldLink:
         self._ids = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[Frame]] = {}
         self._sessions: dict[str, WorldEvents] = {}
+        # Events for a session not attached yet: the world sends a session's first sync
+        # before the answer that names it, so they wait here for attach().
+        self._unclaimed: dict[str, list[Frame]] = {}
         self._reader: asyncio.Task[None] | None = None
         self._lost: str | None = None
         self.hello: dict[str, Any] = {}
@@ -108,9 +113,12 @@ class WorldLink:
 
     def attach(self, sid: str, session: WorldEvents) -> None:
         self._sessions[sid] = session
+        for frame in self._unclaimed.pop(sid, []):
+            session.on_event(frame)
 
     def detach(self, sid: str) -> None:
         self._sessions.pop(sid, None)
+        self._unclaimed.pop(sid, None)
 
     def send(self, header: dict[str, Any], payload: bytes = b"") -> None:
         """An event or a request whose answer nobody waits for."""
@@ -150,9 +158,13 @@ class WorldLink:
                     self._conn.send({"t": "pong", "n": frame.header.get("n")})
                 else:
                     sid = frame.header.get("sid")
-                    session = self._sessions.get(sid) if isinstance(sid, str) else None
+                    if not isinstance(sid, str):
+                        continue
+                    session = self._sessions.get(sid)
                     if session is not None:
                         session.on_event(frame)
+                    elif len(self._unclaimed) < _UNCLAIMED_SESSIONS:
+                        self._unclaimed.setdefault(sid, []).append(frame)
         except Exception:
             log.exception("world %r: reading its connection failed", self.name)
             why = "reading its connection failed"
@@ -192,7 +204,8 @@ class WorldLink:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reader
         await _reap(self._process)
-        await self._stderr.aclose()
+        if self._stderr is not None:
+            await self._stderr.aclose()
 
 
 async def _reap(process: asyncio.subprocess.Process | None) -> None:
@@ -252,6 +265,31 @@ class _StderrReader:
                 await self._task
         if self._transport is not None:
             self._transport.close()
+
+
+async def connect_socket(
+    name: str, path: str, *, client: Mapping[str, Any] | None = None
+) -> WorldLink:
+    """Connect to a world daemon's socket and shake hands; ``WORLD_UNAVAILABLE`` else."""
+    try:
+        reader, writer = await asyncio.open_unix_connection(path, limit=DEFAULT_MAX_FRAME)
+    except OSError as exc:
+        why = f"no world daemon answers at {path}: {exc.strerror or exc}"
+        raise world_unavailable(name, why) from None
+    connection = Connection(reader, writer, max_frame=DEFAULT_MAX_FRAME)
+    hello = {"versions": list(PROTOCOL_VERSIONS), "client": dict(client or {}), "pid": os.getpid()}
+    try:
+        peer = await connection.handshake(hello, timeout_s=HELLO_TIMEOUT_S)
+        version = choose_version(PROTOCOL_VERSIONS, peer.get("versions"))
+    except (EOFError, TimeoutError, FrameError, ProtocolError, ConnectionError) as exc:
+        connection.close()
+        why = getattr(exc, "message", None) or "it closed the connection before its hello"
+        raise world_unavailable(name, str(why)) from None
+    link = WorldLink(name, connection, None, None)
+    link.hello = peer
+    link.version = version
+    link.start()
+    return link
 
 
 async def connect(

@@ -10,6 +10,7 @@ from typing import Any
 
 from dependency_injector import containers, providers
 
+from ..kernel.agents import Agent
 from ..kernel.context import Context
 from ..kernel.hookspecs import hookimpl
 from ..kernel.plugins import PluginInfo
@@ -18,7 +19,7 @@ from ..sandbox.policy import SandboxPolicyService
 from .config import WorldsConfig
 from .service import WorldsService
 
-__all__ = ["WorldsContainer", "dsh_apply", "dsh_plugin_info"]
+__all__ = ["WorldsContainer", "dsh_agent_created", "dsh_apply", "dsh_plugin_info"]
 
 Config = WorldsConfig
 
@@ -57,3 +58,13 @@ def dsh_plugin_info() -> PluginInfo:
 def dsh_apply(ctx: Context, config: Config) -> None:
     if ctx.has("terminals"):
         ctx.terminals.use_worlds(ctx.worlds)
+
+
+@hookimpl
+def dsh_agent_created(agent: Agent, ctx: Context) -> None:
+    """Bring back what a daemon kept for this agent id; its first call waits for it."""
+    if not ctx.has("worlds") or not ctx.has("terminals"):
+        return
+    worlds: WorldsService = ctx.worlds
+    if any(entry.socket is not None for entry in worlds.config.worlds.values()):
+        agent.expect(worlds.adopt(agent, ctx.terminals))

@@ -1,4 +1,12 @@
-"""``dsh-terminal world --stdio``: the world agent on its stdin and stdout.
+"""``dsh-terminal world``: the world agent on stdio, as a daemon on a socket, or a relay.
+
+``world --stdio`` runs the agent on its stdin and stdout. ``world serve --socket PATH``
+runs a daemon whose sessions outlive any one connection (each kept for its lease when
+its harness goes); the socket is created 0600 in a 0700 directory, and a connection
+whose peer is another user (``SO_PEERCRED``) is refused. ``world --stdio --socket PATH``
+relays its stdio to that daemon byte for byte, parsing nothing, so the hello is end to
+end whatever the relay's version: what ``kubectl exec -i POD -- dsh-terminal world
+--stdio --socket /run/dsh/world.sock`` starts.
 
 This is what ``kubectl exec -i POD -- dsh-terminal world --stdio``, ``docker exec -i``
 and ``ssh -T HOST dsh-terminal world --stdio`` start. The protocol owns the two
@@ -14,10 +22,14 @@ When the connection ends, every session it opened is torn down and the command r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import importlib.metadata
 import logging
 import os
+import signal
+import socket
+import struct
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -30,7 +42,7 @@ from .agent import WorldAgent
 from .connection import Connection
 from .frames import DEFAULT_MAX_FRAME
 
-__all__ = ["WORLD_PLUGINS", "serve_stdio", "world_plugins"]
+__all__ = ["WORLD_PLUGINS", "relay_stdio", "serve_socket", "serve_stdio", "world_plugins"]
 
 log = logging.getLogger("dsh_terminal_core.worlds")
 
@@ -74,12 +86,7 @@ def serve_stdio(config_path: str | None, sandbox: str | None, workspace: str | N
     except DshError as exc:
         print(f"dsh-terminal world: error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 2
-    wire_in = os.dup(0)
-    wire_out = os.dup(1)
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    os.dup2(2, 1)
+    wire_in, wire_out = _stdio_wire()
     try:
         return asyncio.run(_serve(config, plugins, wire_in, wire_out))
     except DshError as exc:
@@ -105,4 +112,167 @@ async def _serve(
             await agent.serve(Connection(reader, writer, max_frame=DEFAULT_MAX_FRAME))
         finally:
             await agent.aclose()
+    return 0
+
+
+def _stdio_wire() -> tuple[int, int]:
+    """Private copies of stdin/stdout for the protocol; fd 0 is /dev/null, fd 1 stderr."""
+    wire_in = os.dup(0)
+    wire_out = os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    os.dup2(2, 1)
+    return wire_in, wire_out
+
+
+def serve_socket(
+    path: str,
+    config_path: str | None,
+    sandbox: str | None,
+    workspace: str | None,
+    *,
+    lease_s: float,
+) -> int:
+    """Run the daemon on ``path`` until SIGTERM or SIGINT; every session closes then."""
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
+    try:
+        config = build_config(config_path, sandbox, workspace)
+        plugins = world_plugins()
+        listener = _listen(path)
+    except DshError as exc:
+        print(f"dsh-terminal world: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_serve_socket(config, plugins, listener, lease_s))
+    finally:
+        listener.close()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def _listen(path: str) -> socket.socket:
+    """The daemon's socket: 0600 in a 0700 directory; a live daemon there is an error."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    os.chmod(directory, 0o700)
+    if os.path.exists(path):
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(path)
+        except OSError:
+            os.unlink(path)  # left by a daemon that died
+        else:
+            raise ConfigFileError(f"a world daemon already serves {path}")
+        finally:
+            probe.close()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_mask = os.umask(0o177)
+    try:
+        listener.bind(path)
+    except OSError as exc:
+        listener.close()
+        raise ConfigFileError(f"cannot listen on {path}: {exc.strerror or exc}") from None
+    finally:
+        os.umask(old_mask)
+    os.chmod(path, 0o600)
+    listener.listen(64)
+    listener.setblocking(False)
+    return listener
+
+
+def _peer_allowed(writer: asyncio.StreamWriter) -> bool:
+    """Only this user (or root) may talk to the daemon: the socket is the boundary."""
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return False
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _pid, uid, _gid = struct.unpack("3i", creds)
+    return uid in (os.getuid(), 0)
+
+
+async def _serve_socket(
+    config: Mapping[str, Mapping[str, Any]],
+    plugins: list[object],
+    listener: socket.socket,
+    lease_s: float,
+) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        loop.add_signal_handler(signum, stop.set)
+    async with Harness(plugins=plugins, config=config) as harness:
+        agent = WorldAgent(harness, daemon=True, lease_s=lease_s)
+        connections: set[asyncio.Task[None]] = set()
+
+        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if not _peer_allowed(writer):
+                log.warning("refused a world connection from another user")
+                writer.close()
+                return
+            task = asyncio.current_task()
+            assert task is not None
+            connections.add(task)
+            try:
+                await agent.serve(Connection(reader, writer, max_frame=DEFAULT_MAX_FRAME))
+            finally:
+                connections.discard(task)
+
+        server = await asyncio.start_unix_server(on_connect, sock=listener, limit=DEFAULT_MAX_FRAME)
+        log.info("world daemon listening on %s", listener.getsockname())
+        try:
+            await stop.wait()
+        finally:
+            server.close()
+            for task in list(connections):
+                task.cancel()
+            await asyncio.gather(*connections, return_exceptions=True)
+            await agent.aclose()
+    return 0
+
+
+def relay_stdio(path: str) -> int:
+    """Copy stdin to the daemon at ``path`` and its answers to stdout, until either ends."""
+    if os.isatty(0):
+        print(TTY_REFUSED, file=sys.stderr)
+        return 2
+    wire_in, wire_out = _stdio_wire()
+    try:
+        return asyncio.run(_relay(path, wire_in, wire_out))
+    except OSError as exc:
+        print(
+            f"dsh-terminal world: error [WORLD_UNAVAILABLE]: no world daemon answers at "
+            f"{path}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return 2
+
+
+async def _relay(path: str, wire_in: int, wire_out: int) -> int:
+    loop = asyncio.get_running_loop()
+    daemon_reader, daemon_writer = await asyncio.open_unix_connection(path)
+    stdin = asyncio.StreamReader()
+    await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(stdin), os.fdopen(wire_in, "rb", 0)
+    )
+    transport, protocol = await loop.connect_write_pipe(
+        asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", 0)
+    )
+    stdout = asyncio.StreamWriter(transport, protocol, None, loop)
+
+    async def pump(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, OSError):
+            while data := await source.read(256 * 1024):
+                sink.write(data)
+                await sink.drain()
+
+    upstream = asyncio.ensure_future(pump(stdin, daemon_writer))
+    downstream = asyncio.ensure_future(pump(daemon_reader, stdout))
+    await asyncio.wait({upstream, downstream}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (upstream, downstream):
+        task.cancel()
+    await asyncio.gather(upstream, downstream, return_exceptions=True)
+    daemon_writer.close()
+    with contextlib.suppress(Exception):
+        stdout.close()
     return 0

@@ -1,24 +1,37 @@
 """``ctx.worlds``: the configured worlds, each reached through one link, opened on first use.
 
 The registry asks a world for a backend of a type (:meth:`WorldsService.backend`); the
-first session opened in a world starts its command and shakes hands, and every later
-session shares that link. A world whose agent ended is started afresh by the next open
-(its old sessions already read ``exited``, naming why); it is a new world, with a new
-``worldId``, never taken for the old one.
+first session opened in a world starts its command (or connects to its daemon's socket)
+and shakes hands, and every later session shares that link. A world whose agent ended
+is reached afresh by the next open (its old sessions already read ``exited``, naming
+why); a new ``worldId`` is never taken for the old one.
+
+Reattach (SPEC §21). A daemon keeps a harness's sessions for their lease after the
+harness dies. When an agent is created, :meth:`WorldsService.adopt` asks every
+``socket`` world for that agent id's sessions under the world's ``key`` and publishes
+each in the registry under the id it had, with its scrollback as the world kept it —
+what was printed while no harness was attached is readable by absolute line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from ..kernel.agents import Agent, Notice
 from ..kernel.errors import ErrorCode, TerminalError
 from ..registry.types import TerminalBackend
-from .backend import WorldBackend
+from .backend import WorldBackend, session_from_row
 from .config import LOCAL, WorldEntry, WorldsConfig
-from .link import WorldLink, connect
+from .link import WorldLink, connect, connect_socket
+
+log = logging.getLogger("dsh_terminal_core.worlds")
+
+#: How long a first tool call waits for its agent's sessions to come back.
+ADOPT_WAIT_S = 1.0
 
 __all__ = ["WorldsService"]
 
@@ -53,8 +66,14 @@ class WorldsService:
 
     def backend(self, world: str, type: str) -> TerminalBackend:
         """The backend for ``type`` in ``world`` (the world says at open if it lacks it)."""
-        self.entry(world)
-        return WorldBackend(world, type, lambda: self.link(world), self._sandbox_mode)
+        entry = self.entry(world)
+        return WorldBackend(
+            world,
+            type,
+            lambda: self.link(world),
+            self._sandbox_mode,
+            lease_s=entry.lease_s if entry.socket is not None else None,
+        )
 
     async def link(self, world: str) -> WorldLink:
         """The world's live link, started now if there is none or the last one ended."""
@@ -68,10 +87,59 @@ class WorldsService:
                 return current
             if current is not None:
                 await current.aclose()  # its agent is gone: reap the command, free its pipes
-            assert entry.command is not None  # socket worlds are refused by the config
-            link = await connect(world, entry.command, client={"key": entry.key})
+            client = {"key": entry.key}
+            if entry.socket is not None:
+                link = await connect_socket(world, entry.socket, client=client)
+            else:
+                assert entry.command is not None
+                link = await connect(world, entry.command, client=client)
             self._links[world] = link
             return link
+
+    async def adopt(self, agent: Agent, registry: Any) -> list[str]:
+        """Publish every session a daemon kept for ``agent``'s id; return their ids.
+
+        A world that cannot be reached is skipped with a log line (its sessions stay
+        there for their lease); an id already taken here gets a fresh one, said in a
+        notice.
+        """
+        adopted: list[str] = []
+        for world, entry in self.config.worlds.items():
+            if entry.socket is None:
+                continue
+            try:
+                link = await self.link(world)
+                answer = await link.call({"t": "adopt", "agentId": agent.id})
+            except TerminalError as exc:
+                log.warning("world %r: cannot adopt %r's sessions: %s", world, agent.id, exc)
+                continue
+            for row in answer.get("sessions") or []:
+                session = session_from_row(link, world, row)
+                wanted = row.get("harnessSid")
+                session_id = registry.adopt(
+                    agent,
+                    session,
+                    session_id=wanted if isinstance(wanted, str) else None,
+                    type=str(row.get("type") or "shell"),
+                    name=row.get("name") if isinstance(row.get("name"), str) else None,
+                    opened_by=row.get("openedBy") if isinstance(row.get("openedBy"), str) else None,
+                    world=world,
+                )
+                adopted.append(session_id)
+                said = f"{session_id} came back from world {world!r}"
+                if wanted is not None and wanted != session_id:
+                    said += f" (it was {wanted}; that id is taken here)"
+                last = row.get("lastSettled")
+                if isinstance(last, dict):
+                    result = last.get("result") or {}
+                    said += (
+                        f"; its last send settled {result.get('waitReason')}"
+                        f" (exit {result.get('exitCode')}) while no harness was attached"
+                    )
+                agent.notify(
+                    Notice(kind="world_adopted", text=said, data={"sessionId": session_id})
+                )
+        return adopted
 
     def world_id(self, world: str) -> dict[str, Any] | None:
         link = self._links.get(world)

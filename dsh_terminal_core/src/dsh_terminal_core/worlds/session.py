@@ -257,6 +257,10 @@ class WorldSession:
         elif kind == "exit":
             self._status = status_from_wire(frame.header.get("status"))
             self._notify()
+        elif kind == "detached":
+            reason = frame.header.get("reason") or "detached by the world"
+            self._link.detach(self.sid)
+            self.link_lost(f"world {self.world!r}: {reason}")
 
     def _on_settled(self, header: dict[str, Any]) -> None:
         op = self._ops.pop(str(header.get("op")), None)

@@ -1,0 +1,226 @@
+"""A world daemon: sessions that outlive the harness, taken back by a harness with the key.
+
+The daemon runs in its own pid, IPC and UTS namespaces (bubblewrap) and listens on a
+unix socket; harnesses reach it as a ``socket`` world. A harness SIGKILLed mid-send is a
+real one, in its own process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dsh_terminal_bash.census import shells_marked
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import ReadRequest, SendRequest, SpawnRequest, WaitReason
+from dsh_terminal_core.worlds.connection import Connection
+from dsh_terminal_core.worlds.frames import DEFAULT_MAX_FRAME
+
+from .world_fixture import BWRAP, needs_namespaces
+
+pytestmark = [needs_namespaces, pytest.mark.bwrap]
+
+
+@pytest.fixture
+async def daemon(tmp_path: Path) -> AsyncIterator[Path]:
+    """A daemon in its own namespaces; stopped with SIGTERM (its sessions close then)."""
+    socket_path = tmp_path / "run" / "world.sock"
+    process = subprocess.Popen(
+        [
+            BWRAP or "bwrap",
+            "--dev-bind",
+            "/",
+            "/",
+            "--unshare-pid",
+            "--unshare-ipc",
+            "--unshare-uts",
+            "--die-with-parent",
+            "--proc",
+            "/proc",
+            sys.executable,
+            "-m",
+            "dsh_terminal_core.cli",
+            "world",
+            "serve",
+            "--socket",
+            str(socket_path),
+            "--sandbox",
+            "danger-full-access",
+        ],
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert process.stderr is not None
+        deadline = time.monotonic() + 60
+        for line in process.stderr:
+            if b"listening on" in line:
+                break
+            assert time.monotonic() < deadline, "the daemon did not start"
+        else:
+            pytest.fail("the daemon exited before listening")
+        yield socket_path
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
+
+
+def _config(socket_path: Path, key: str, **entry: Any) -> dict[str, Any]:
+    return {
+        "sandbox-policy": {"mode": "danger-full-access"},
+        "worlds": {"worlds": {"d": {"socket": str(socket_path), "key": key, **entry}}},
+    }
+
+
+_HARNESS = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from dsh_terminal_core import Harness
+    from dsh_terminal_core.registry import SendRequest, SpawnRequest
+
+    async def main():
+        config = json.loads(sys.argv[1])
+        h = Harness(config=config)
+        await h.start()
+        agent = h.create_agent(sys.argv[2])
+        opened = await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="d"))
+        sid = opened.session_id
+        await h.ctx.terminals.start_send(agent, sid, SendRequest(text="export KEPT=yes")).done
+        h.ctx.terminals.start_send(
+            agent, sid,
+            SendRequest(text="for i in 1 2 3; do sleep 0.3; echo tick-$i; done", timeout_ms=60000),
+        )
+        print(sid, flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+    """
+)
+
+
+def _start_harness(config: dict[str, Any], agent_id: str) -> tuple[subprocess.Popen[str], str]:
+    import json
+
+    process = subprocess.Popen(
+        [sys.executable, "-c", _HARNESS, json.dumps(config), agent_id],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    sid = process.stdout.readline().strip()
+    assert sid.startswith("pty-"), sid
+    return process, sid
+
+
+def _kill(process: subprocess.Popen[str]) -> None:
+    process.kill()
+    process.wait()
+    if process.stdout is not None:
+        process.stdout.close()
+
+
+async def _until(condition: Any, timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.05)
+
+
+async def test_the_socket_is_private_to_its_user(daemon: Path) -> None:
+    assert stat.S_IMODE(os.stat(daemon).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(daemon.parent).st_mode) == 0o700
+
+
+@pytest.mark.parametrize("round_", range(2))
+async def test_a_killed_harness_sessions_come_back_to_one_with_its_key(
+    daemon: Path, round_: int
+) -> None:
+    agent_id = f"agent-{uuid.uuid4().hex[:8]}"
+    key = uuid.uuid4().hex
+    old, sid = _start_harness(_config(daemon, key), agent_id)
+    _kill(old)  # mid-send: the loop of ticks keeps running in the world
+    started = time.monotonic()
+    async with Harness(config=_config(daemon, key)) as h:
+        agent = h.create_agent(agent_id)
+        await agent.arrived()
+        [row] = h.ctx.terminals.list(agent)
+        assert (row.session_id, row.world) == (sid, "d")
+        terminals = h.ctx.terminals
+
+        def ticked() -> bool:
+            page = terminals.read(agent, sid, ReadRequest(offset=0, count=500))
+            return "tick-3" in page.text
+
+        await _until(ticked)
+        # Everything printed while no harness was attached, by absolute line.
+        page = terminals.read(agent, sid, ReadRequest(offset=0, count=500))
+        lines = page.text.splitlines()
+        assert lines.index("tick-1") < lines.index("tick-2") < lines.index("tick-3")
+        sent = await terminals.start_send(agent, sid, SendRequest(text="echo $KEPT")).done
+        assert sent.wait_reason is WaitReason.STDIN_READ and sent.viewport.strip() == "yes"
+        assert time.monotonic() - started < 10
+        # A new session in the new harness never takes the adopted id.
+        fresh = await terminals.spawn(agent, SpawnRequest(type="shell", world="d"))
+        assert fresh.session_id != sid
+        await agent.dispose()
+    await _until(lambda: not shells_marked({"DSH_SESSION_ID": agent_id}))
+
+
+async def test_another_key_sees_nothing_and_the_lease_ends_it(daemon: Path) -> None:
+    agent_id = f"agent-{uuid.uuid4().hex[:8]}"
+    old, _sid = _start_harness(_config(daemon, "key-one", lease_s=2), agent_id)
+    _kill(old)
+    async with Harness(config=_config(daemon, "key-two")) as h:
+        agent = h.create_agent(agent_id)
+        await agent.arrived()
+        assert h.ctx.terminals.list(agent) == []
+        await agent.dispose()
+    assert shells_marked({"DSH_SESSION_ID": agent_id})  # still there, for its lease
+    await _until(lambda: not shells_marked({"DSH_SESSION_ID": agent_id}), timeout_s=20)
+
+
+async def test_garbage_on_one_connection_leaves_the_others_working(daemon: Path) -> None:
+    async with Harness(config=_config(daemon, "k")) as h:
+        agent = h.create_agent("steady")
+        sid = (await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="d"))).session_id
+        reader, writer = await asyncio.open_unix_connection(str(daemon), limit=DEFAULT_MAX_FRAME)
+        rogue = Connection(reader, writer, max_frame=DEFAULT_MAX_FRAME)
+        await rogue.handshake({"versions": [1]}, timeout_s=20)
+        writer.write(b"\xff\xff\xff\xff")  # a frame far over the limit
+        frames = [frame async for frame in rogue.frames()]
+        assert frames[-1].type == "bye" and frames[-1].header["code"] == "FRAME_TOO_LARGE"
+        rogue.close()
+        sent = await h.ctx.terminals.start_send(agent, sid, SendRequest(text="echo still")).done
+        assert sent.wait_reason is WaitReason.STDIN_READ and "still" in sent.viewport
+        await agent.dispose()
+
+
+async def test_an_unreachable_daemon_is_unavailable(tmp_path: Path) -> None:
+    from dsh_terminal_core.kernel.errors import TerminalError
+
+    async with Harness(config=_config(tmp_path / "none.sock", "k")) as h:
+        agent = h.create_agent("nobody")
+        await agent.arrived()  # adoption fails quietly: there is nothing to adopt
+        with pytest.raises(TerminalError) as refused:
+            await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="d"))
+        assert refused.value.code == "WORLD_UNAVAILABLE"
+        with contextlib.suppress(Exception):
+            await agent.dispose()
