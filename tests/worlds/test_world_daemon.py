@@ -28,6 +28,7 @@ from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.registry import ReadRequest, SendRequest, SpawnRequest, WaitReason
 from dsh_terminal_core.worlds.connection import Connection
 from dsh_terminal_core.worlds.frames import DEFAULT_MAX_FRAME
+from dsh_terminal_core.worlds.session import WorldSession
 
 from .world_fixture import BWRAP, needs_namespaces
 
@@ -174,6 +175,10 @@ async def test_a_killed_harness_sessions_come_back_to_one_with_its_key(
         page = terminals.read(agent, sid, ReadRequest(offset=0, count=500))
         lines = page.text.splitlines()
         assert lines.index("tick-1") < lines.index("tick-2") < lines.index("tick-3")
+        # The send the old harness left running is this session's until it settles.
+        busy = terminals.get_session(agent, sid)
+        assert isinstance(busy, WorldSession)
+        await _until(lambda: not busy.sending)
         sent = await terminals.start_send(agent, sid, SendRequest(text="echo $KEPT")).done
         assert sent.wait_reason is WaitReason.STDIN_READ and sent.viewport.strip() == "yes"
         assert time.monotonic() - started < 10
@@ -224,3 +229,35 @@ async def test_an_unreachable_daemon_is_unavailable(tmp_path: Path) -> None:
         assert refused.value.code == "WORLD_UNAVAILABLE"
         with contextlib.suppress(Exception):
             await agent.dispose()
+
+
+async def test_a_relay_carries_a_command_world_to_the_daemon(daemon: Path) -> None:
+    # What `kubectl exec -i POD -- dsh-terminal world --stdio --socket PATH` starts.
+    relay = [sys.executable, "-m", "dsh_terminal_core.cli", "world", "--stdio", "--socket"]
+    config = {
+        "sandbox-policy": {"mode": "danger-full-access"},
+        "worlds": {"worlds": {"r": {"command": [*relay, str(daemon)], "key": "relayed"}}},
+    }
+    async with Harness(config=config) as h:
+        agent = h.create_agent("relayed")
+        sid = (await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="r"))).session_id
+        sent = await h.ctx.terminals.start_send(agent, sid, SendRequest(text="echo via-relay")).done
+        assert sent.wait_reason is WaitReason.STDIN_READ and sent.viewport.strip() == "via-relay"
+        await agent.dispose()
+
+
+async def test_a_relay_with_no_daemon_is_unavailable(tmp_path: Path) -> None:
+    from dsh_terminal_core.kernel.errors import TerminalError
+
+    relay = [sys.executable, "-m", "dsh_terminal_core.cli", "world", "--stdio", "--socket"]
+    config = {
+        "sandbox-policy": {"mode": "danger-full-access"},
+        "worlds": {"worlds": {"r": {"command": [*relay, str(tmp_path / "gone.sock")]}}},
+    }
+    async with Harness(config=config) as h:
+        agent = h.create_agent("relayed")
+        with pytest.raises(TerminalError) as refused:
+            await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="r"))
+        assert refused.value.code == "WORLD_UNAVAILABLE"
+        assert "no world daemon answers" in refused.value.message
+        await agent.dispose()

@@ -65,7 +65,7 @@ class WorldBackend:
 
 def session_from_row(link: WorldLink, world: str, row: dict[str, Any]) -> WorldSession:
     """The session an ``open`` or ``adopt`` answer describes, attached to ``link``."""
-    return WorldSession(
+    session = WorldSession(
         link,
         world,
         sid=str(row["sid"]),
@@ -75,3 +75,7 @@ def session_from_row(link: WorldLink, world: str, row: dict[str, Any]) -> WorldS
         bounds=dict(row.get("bounds") or {}),
         screen=bool(row.get("screen")),
     )
+    in_flight = row.get("inFlight")
+    if isinstance(in_flight, str):
+        session.adopt_send(in_flight)
+    return session

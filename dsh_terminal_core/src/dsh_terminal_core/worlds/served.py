@@ -187,6 +187,8 @@ class Served:
             self._agent.attach(held, self)
             self._send_sync(held)
             row = self._row(held)
+            if held.op is not None and not held.op.done.done():
+                row["inFlight"] = held.op_id  # its settlement comes here now
             if held.last_settled is not None:
                 op_id, result = held.last_settled
                 row["lastSettled"] = {"op": op_id, "result": send_result_to_wire(result)}

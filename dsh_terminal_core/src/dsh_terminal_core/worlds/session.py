@@ -180,6 +180,11 @@ class WorldSession:
     def scrollback(self) -> Scrollback:
         return self._scrollback
 
+    @property
+    def sending(self) -> bool:
+        """A send is running (this harness's, or one an earlier harness left running)."""
+        return self._op is not None
+
     def cwd(self) -> str | None:
         """The shell's directory in the world, as of the last settlement."""
         return self._cwd
@@ -311,6 +316,17 @@ class WorldSession:
                 f"session {self.sid}: {self._gone}; its output stays readable",
                 ErrorCode.SESSION_EXITED,
             )
+
+    def adopt_send(self, op_id: str) -> WorldSendOperation:
+        """A send a harness before this one started, still running in the world.
+
+        The session is busy with it (``SEND_ACTIVE``) until its settlement arrives.
+        """
+        op = WorldSendOperation(self, op_id)
+        self._op = op
+        self._ops[op_id] = op
+        op.done.add_done_callback(_retrieve)
+        return op
 
     def start_send(self, request: SendRequest) -> WorldSendOperation:
         self._check_live()
