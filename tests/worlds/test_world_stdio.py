@@ -212,3 +212,66 @@ def test_a_world_harness_config_is_checked_at_startup() -> None:
     bad = {"worlds": {"worlds": {"x": {"command": []}}}}
     with pytest.raises(DshError):
         asyncio.run(Harness(config=bad).start())
+
+
+async def test_cancel_is_a_real_interrupt_in_the_world() -> None:
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("agent-1")
+        sid = await _open(h, agent)
+        op = h.ctx.terminals.start_send(agent, sid, SendRequest(text="sleep 30", timeout_ms=60000))
+        started = time.monotonic()
+        await op.cancel()
+        result = await asyncio.wait_for(op.done, 10)
+        assert time.monotonic() - started < 5
+        assert result.wait_reason is WaitReason.STDIN_READ and result.exit_code == 130
+        after = await h.ctx.terminals.start_send(agent, sid, SendRequest(text="echo next")).done
+        assert after.wait_reason is WaitReason.STDIN_READ and after.viewport.strip() == "next"
+        await agent.dispose()
+
+
+async def test_a_secret_is_typed_in_the_world_and_never_seen_here() -> None:
+    from dsh_terminal_core.kernel.secret import Secret
+
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("agent-1")
+        sid = await _open(h, agent)
+        terminals = h.ctx.terminals
+        asked = await terminals.start_send(
+            agent, sid, SendRequest(text='read -rs -p "Password: " PW; echo; echo len=${#PW}')
+        ).done
+        assert asked.wait_reason is WaitReason.STDIN_READ and asked.input_hidden
+        assert terminals.hidden_prompt(agent, sid).startswith("Password:")
+        typed = await terminals.start_send(
+            agent, sid, SendRequest(text="", secret=Secret("hunter2-in-world"))
+        ).done
+        assert typed.wait_reason is WaitReason.STDIN_READ and "len=16" in typed.viewport
+        page = terminals.read(agent, sid, ReadRequest(offset=0, count=500))
+        assert "hunter2" not in page.text and "hunter2" not in typed.viewport
+        # Not at a hidden prompt now: refused here, nothing sent.
+        with pytest.raises(TerminalError) as refused:
+            terminals.start_send(agent, sid, SendRequest(text="", secret=Secret("again")))
+        assert refused.value.code == "NOT_AT_SECRET_PROMPT"
+        await agent.dispose()
+
+
+async def test_signal_and_resize_reach_the_world() -> None:
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("agent-1")
+        sid = await _open(h, agent)
+        terminals = h.ctx.terminals
+        terminals.resize(agent, sid, 30, 100)
+        shown = await terminals.start_send(agent, sid, SendRequest(text="stty size")).done
+        assert shown.viewport.strip() == "30 100"
+        op = terminals.start_send(agent, sid, SendRequest(text="sleep 30", timeout_ms=60000))
+        await _until_running(h, agent, sid)
+        signalled = await terminals.signal(agent, sid, "SIGINT")
+        assert signalled.delivered
+        result = await asyncio.wait_for(op.done, 10)
+        assert result.exit_code == 130
+        await agent.dispose()
+
+
+async def _until_running(h: Harness, agent: Agent, sid: str) -> None:
+    # The echo of the typed line is in the mirror once the world's shell has read it.
+    while "sleep 30" not in h.ctx.terminals.read(agent, sid, ReadRequest(offset=0)).text:
+        await asyncio.sleep(0.01)

@@ -101,7 +101,8 @@ class PtySessionService:
     ) -> PtyOpened:
         """Start a ``backend_type`` session, export ``env``, and run ``command`` in it.
 
-        ``request`` holds ``command`` (required), ``cwd`` and ``env`` (NAME -> value).
+        ``request`` holds ``command`` (required), ``cwd``, ``env`` (NAME -> value) and
+        ``world`` (SPEC §21: a configured execution world; the default one when left out).
         ``opened_by`` is what ``terminal_list`` says opened it: ``"pty"``, or a consumer's
         own name (``"ssh"``), so a model listing its sessions knows which tools drive one.
         Everything is validated before a session exists, so a bad request leaves nothing
@@ -118,6 +119,9 @@ class PtySessionService:
         cwd = request.get("cwd")
         if cwd is not None and (not isinstance(cwd, str) or not cwd):
             raise InvalidArgument("cwd must be a non-empty string")
+        world = request.get("world")
+        if world is not None and (not isinstance(world, str) or not world):
+            raise InvalidArgument("world must be the name of a configured world")
         env = request.get("env")
         if env is not None and not isinstance(env, Mapping):
             raise InvalidArgument("env must be an object mapping NAME to a string value")
@@ -136,7 +140,9 @@ class PtySessionService:
 
         spawned = await self._terminals.spawn(
             owner,
-            SpawnRequest(type=self._config.backend_type, cwd=cwd, opened_by=opened_by),
+            SpawnRequest(
+                type=self._config.backend_type, cwd=cwd, opened_by=opened_by, world=world
+            ),
             cancel,
         )
         session_id = spawned.session_id
