@@ -109,6 +109,10 @@ _HARNESS = textwrap.dedent(
             agent, sid,
             SendRequest(text="for i in 1 2 3; do sleep 0.3; echo tick-$i; done", timeout_ms=60000),
         )
+        # Started means written and echoed by the world's shell: then the kill may come.
+        from dsh_terminal_core.registry import ReadRequest
+        while "for i in" not in h.ctx.terminals.read(agent, sid, ReadRequest()).text:
+            await asyncio.sleep(0.01)
         print(sid, flush=True)
         await asyncio.Event().wait()
 

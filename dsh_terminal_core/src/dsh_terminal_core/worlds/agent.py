@@ -111,6 +111,7 @@ class Held:
     unwatch: Callable[[], None] | None = None
     op: SendOperation | None = None
     op_id: str | None = None
+    op_started: float = 0.0
     exited: bool = False
     screen_pending: bool = False
     lease: asyncio.TimerHandle | None = None

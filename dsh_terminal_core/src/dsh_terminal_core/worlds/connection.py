@@ -24,6 +24,8 @@ __all__ = ["Connection", "choose_version"]
 log = logging.getLogger("dsh_terminal_core.worlds")
 
 _READ_CHUNK = 256 * 1024
+#: The longest output may wait to leave with what follows it (a prompt, a settlement).
+LINGER_S = 0.002
 
 
 def choose_version(ours: tuple[int, ...], theirs: object) -> int:
@@ -53,6 +55,11 @@ class Connection:
         self._pending: list[Frame] = []
         self._closed = False
         self.peer_hello: dict[str, Any] = {}
+        # Frames sent in one loop turn leave in one write: a send's output, its collected
+        # text and its settlement wake the other side once, not once per frame.
+        self._outgoing = bytearray()
+        self._flush_scheduled = False
+        self._linger: asyncio.TimerHandle | None = None
 
     @property
     def preamble(self) -> bytes:
@@ -63,17 +70,44 @@ class Connection:
     def closed(self) -> bool:
         return self._closed
 
-    def send(self, header: dict[str, Any], payload: bytes = b"") -> None:
-        """Queue one frame; frames go out in the order they were sent."""
+    def send(self, header: dict[str, Any], payload: bytes = b"", *, linger: bool = False) -> None:
+        """Queue one frame; frames go out in the order they were sent, at the end of the
+        loop turn with every other frame of that turn, in one write.
+
+        ``linger`` (output) may wait up to :data:`LINGER_S` for more frames to join the
+        write, so a command's output, its prompt and the send's settlement wake the
+        other side once; any frame sent without it flushes everything queued.
+        """
         if self._closed:
             return
+        self._outgoing += encode_frame(header, payload)
+        loop = asyncio.get_running_loop()
+        if not linger:
+            if self._linger is not None:
+                self._linger.cancel()
+                self._linger = None
+            if not self._flush_scheduled:
+                self._flush_scheduled = True
+                loop.call_soon(self._flush)
+        elif not self._flush_scheduled and self._linger is None:
+            self._linger = loop.call_later(LINGER_S, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
+        if self._closed or not self._outgoing:
+            return
+        data, self._outgoing = bytes(self._outgoing), bytearray()
         try:
-            self._writer.write(encode_frame(header, payload))
+            self._writer.write(data)
         except (ConnectionError, RuntimeError):
             self._closed = True
 
     async def drain(self) -> None:
         """Wait while the transport's buffer is full (the peer reads slowly)."""
+        self._flush()
         if self._closed:
             return
         try:
@@ -136,6 +170,7 @@ class Connection:
     def close(self) -> None:
         if self._closed:
             return
+        self._flush()
         self._closed = True
         with contextlib.suppress(Exception):
             self._writer.close()

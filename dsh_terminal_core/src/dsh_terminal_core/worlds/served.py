@@ -43,6 +43,9 @@ __all__ = ["SCREEN_COALESCE_S", "Served"]
 #: A screen session's screen crosses at most this often while it draws (SPEC §22's
 #: watchers see it within 100 ms).
 SCREEN_COALESCE_S = 0.05
+#: A send's collected output (what a background job reads while it runs) streams once
+#: the send has run this long; a quick send's comes with its settlement, in one write.
+STREAM_AFTER_S = 0.05
 
 log = logging.getLogger("dsh_terminal_core.worlds")
 
@@ -198,7 +201,22 @@ class Served:
 
     # -- the session surface ---------------------------------------------------------
 
-    async def send(self, frame: Frame) -> dict[str, Any]:
+    async def send(self, frame: Frame) -> None:
+        """Start a send; no answer: its ``settled`` (a result, or the refusal) is the answer."""
+        header = frame.header
+        op_id = field(header, "op", str)
+        try:
+            self._start_send(frame, op_id)
+        except (DshError, ProtocolError) as exc:
+            sid = header.get("sid")
+            wire = (
+                {"code": exc.code, "message": exc.message}
+                if isinstance(exc, ProtocolError)
+                else error_to_wire(exc)
+            )
+            self._conn.send({"t": "settled", "sid": sid, "op": op_id, "error": wire})
+
+    def _start_send(self, frame: Frame, op_id: str) -> None:
         header = frame.header
         held = self._get(header)
         keys = optional(header, "keys", list)
@@ -215,11 +233,10 @@ class Served:
             secret=secret,
             wait_for=pattern_from_wire(wait_for) if wait_for is not None else None,
         )
-        op_id = field(header, "op", str)
         op = self._agent.terminals.start_send(held.tenant, held.sid, request)
         held.op, held.op_id = op, op_id
+        held.op_started = asyncio.get_running_loop().time()
         op.done.add_done_callback(lambda done: _settled(held, op, op_id, done))
-        return {}
 
     async def cancel(self, frame: Frame) -> dict[str, Any]:
         held = self._get(frame.header)
@@ -282,8 +299,10 @@ class Served:
 
     # -- events -----------------------------------------------------------------------
 
-    def send_event(self, header: dict[str, Any], payload: bytes = b"") -> None:
-        self._conn.send(header, payload)
+    def send_event(
+        self, header: dict[str, Any], payload: bytes = b"", *, linger: bool = False
+    ) -> None:
+        self._conn.send(header, payload, linger=linger)
 
     def _send_sync(self, held: Held) -> None:
         session = held.session
@@ -327,6 +346,7 @@ def _out(held: Held, text: str) -> None:
         served.send_event(
             {"t": "out", "sid": held.sid, "seq": held.seq},
             text.encode("utf-8", "surrogateescape"),
+            linger=True,
         )
 
 
@@ -361,7 +381,12 @@ def _watched(held: Held) -> None:
     if held.screen:
         _schedule_screen(held)
     op = held.op
-    if served is not None and op is not None and not op.done.done():
+    if (
+        served is not None
+        and op is not None
+        and not op.done.done()
+        and asyncio.get_running_loop().time() - held.op_started >= STREAM_AFTER_S
+    ):
         collected = op.read_output()
         if collected:
             served.send_event({"t": "opout", "sid": held.sid, "op": held.op_id}, collected.encode())

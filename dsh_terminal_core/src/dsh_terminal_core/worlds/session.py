@@ -360,8 +360,8 @@ class WorldSession:
         self._op = op
         self._ops[op.op_id] = op
         self._hidden = None
-        answer = self._link.request(header, payload)
-        answer.add_done_callback(lambda done: self._on_send_answer(op, done))
+        # No answer but its settlement: a refusal in the world settles it with the error.
+        self._link.send(header, payload)
         if request.cancel is not None:
 
             def on_cancel(_reason: BaseException) -> None:
@@ -370,16 +370,6 @@ class WorldSession:
             remove = request.cancel.on_cancel(on_cancel)
             op.done.add_done_callback(lambda _done: remove())
         return op
-
-    def _on_send_answer(self, op: WorldSendOperation, answer: asyncio.Future[Frame]) -> None:
-        if answer.cancelled():
-            return
-        exc = answer.exception()
-        if exc is not None:
-            self._ops.pop(op.op_id, None)
-            if self._op is op:
-                self._op = None
-            op.fail(exc)
 
     async def _cancel(self, op: WorldSendOperation) -> None:
         if op.done.done() or self._gone is not None:
