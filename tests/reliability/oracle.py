@@ -318,12 +318,21 @@ async def _step(s: _Stream) -> None:
 
 
 async def _run_stream(
-    index: int, seed: int, operations: int, report: OracleReport, idle_sigint: bool
+    index: int,
+    seed: int,
+    operations: int,
+    report: OracleReport,
+    idle_sigint: bool,
+    world: list[str] | None = None,
 ) -> None:
-    config = {"sandbox-policy": {"mode": "danger-full-access"}}
+    config: dict[str, Any] = {"sandbox-policy": {"mode": "danger-full-access"}}
+    if world is not None:
+        config["worlds"] = {"worlds": {"w": {"command": world}}}
     async with Harness(config=config) as h:
         agent = h.create_agent(f"oracle-{index}")
-        spawned = await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell"))
+        spawned = await h.ctx.terminals.spawn(
+            agent, SpawnRequest(type="shell", world="w" if world is not None else None)
+        )
         stream = _Stream(
             index=index,
             rng=random.Random(seed * 1000 + index),
@@ -343,17 +352,26 @@ async def _run_stream(
 
 
 async def run_oracle(
-    *, operations: int, seed: int, streams: int = 4, idle_sigint: bool = False
+    *,
+    operations: int,
+    seed: int,
+    streams: int = 4,
+    idle_sigint: bool = False,
+    world: list[str] | None = None,
 ) -> OracleReport:
     """Run ``operations`` settlements over ``streams`` concurrent shells; return the report.
 
     ``idle_sigint`` adds SIGINTs to the shell itself while it idles at its prompt.
+    ``world`` is the command of an execution world (SPEC §21) to run the shells in.
     """
     started = time.monotonic()
     parts = [OracleReport(seed=seed) for _ in range(streams)]
     share = [operations // streams + (1 if i < operations % streams else 0) for i in range(streams)]
     await asyncio.gather(
-        *(_run_stream(i, seed, share[i], parts[i], idle_sigint) for i in range(streams))
+        *(
+            _run_stream(i, seed, share[i], parts[i], idle_sigint, world)
+            for i in range(streams)
+        )
     )
     total = OracleReport(seed=seed, elapsed_s=time.monotonic() - started)
     for part in parts:
@@ -373,10 +391,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--idle-sigint", action="store_true", help="also SIGINT the shell idle at its prompt"
     )
+    parser.add_argument(
+        "--world",
+        nargs=argparse.REMAINDER,
+        help="run the shells in the execution world this command starts (the rest of argv)",
+    )
     args = parser.parse_args(argv)
     report = asyncio.run(
         run_oracle(
-            operations=args.ops, seed=args.seed, streams=args.streams, idle_sigint=args.idle_sigint
+            operations=args.ops,
+            seed=args.seed,
+            streams=args.streams,
+            idle_sigint=args.idle_sigint,
+            world=args.world or None,
         )
     )
     print(json.dumps(report.as_dict(), indent=2))

@@ -275,3 +275,11 @@ async def _until_running(h: Harness, agent: Agent, sid: str) -> None:
     # The echo of the typed line is in the mirror once the world's shell has read it.
     while "sleep 30" not in h.ctx.terminals.read(agent, sid, ReadRequest(offset=0)).text:
         await asyncio.sleep(0.01)
+
+
+async def test_the_randomized_oracle_never_settles_wrongly_in_a_world() -> None:
+    from ..reliability.oracle import run_oracle
+
+    report = await run_oracle(operations=240, seed=20261201, streams=4, world=world_command())
+    assert report.operations >= 240
+    assert report.wrong == 0 and report.unexpected == 0, report.failures[:5]
