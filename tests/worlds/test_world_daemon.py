@@ -265,3 +265,32 @@ async def test_a_relay_with_no_daemon_is_unavailable(tmp_path: Path) -> None:
         assert refused.value.code == "WORLD_UNAVAILABLE"
         assert "no world daemon answers" in refused.value.message
         await agent.dispose()
+
+
+@pytest.mark.parametrize("round_", range(3))
+async def test_a_lost_relay_is_reconnected_and_the_send_in_flight_settles(
+    daemon: Path, round_: int
+) -> None:
+    relay = [sys.executable, "-m", "dsh_terminal_core.cli", "world", "--stdio", "--socket"]
+    config = {
+        "sandbox-policy": {"mode": "danger-full-access"},
+        "worlds": {"worlds": {"r": {"command": [*relay, str(daemon)], "key": "resume"}}},
+    }
+    async with Harness(config=config) as h:
+        agent = h.create_agent(f"resume-{round_}")
+        terminals = h.ctx.terminals
+        sid = (await terminals.spawn(agent, SpawnRequest(type="shell", world="r"))).session_id
+        op = terminals.start_send(
+            agent, sid, SendRequest(text="sleep 0.5; echo done-late", timeout_ms=20000)
+        )
+        link = h.ctx.worlds._links["r"]
+        await _until(lambda: "sleep 0.5" in terminals.read(agent, sid, ReadRequest()).text)
+        assert link._process is not None
+        link._process.kill()  # the relay dies; the daemon and the shell live on
+        result = await asyncio.wait_for(op.done, 20)
+        assert result.wait_reason is WaitReason.STDIN_READ
+        assert "done-late" in result.viewport
+        assert h.ctx.worlds._links["r"] is not link  # a new connection
+        again = await terminals.start_send(agent, sid, SendRequest(text="echo resumed")).done
+        assert again.wait_reason is WaitReason.STDIN_READ and again.viewport.strip() == "resumed"
+        await agent.dispose()

@@ -35,6 +35,8 @@ class WorldBackend:
         self._link = link
         self._sandbox_mode = sandbox_mode
         self._lease_s = lease_s
+        #: Told of every session opened, so a daemon's can be resumed after a lost link.
+        self.on_session: Callable[[Any, WorldSession], None] | None = None
 
     @property
     def type(self) -> str:
@@ -60,10 +62,18 @@ class WorldBackend:
             "leaseS": self._lease_s,
         }
         opened = await link.call(header)
-        return session_from_row(link, self.world, opened)
+        # A daemon (behind a socket or a relay) keeps the session across a lost link.
+        capabilities = link.hello.get("capabilities") or {}
+        resumable = bool(capabilities.get("daemon")) if isinstance(capabilities, dict) else False
+        session = session_from_row(link, self.world, opened, resumable=resumable)
+        if self.on_session is not None:
+            self.on_session(context.owner, session)
+        return session
 
 
-def session_from_row(link: WorldLink, world: str, row: dict[str, Any]) -> WorldSession:
+def session_from_row(
+    link: WorldLink, world: str, row: dict[str, Any], *, resumable: bool = False
+) -> WorldSession:
     """The session an ``open`` or ``adopt`` answer describes, attached to ``link``."""
     session = WorldSession(
         link,
@@ -74,6 +84,7 @@ def session_from_row(link: WorldLink, world: str, row: dict[str, Any]) -> WorldS
         status=status_from_wire(row.get("status")),
         bounds=dict(row.get("bounds") or {}),
         screen=bool(row.get("screen")),
+        resumable=resumable,
     )
     in_flight = row.get("inFlight")
     if isinstance(in_flight, str):

@@ -21,7 +21,7 @@ import itertools
 import logging
 import os
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ..kernel.errors import ErrorCode, TerminalError
@@ -97,6 +97,8 @@ class WorldLink:
         self._lost: str | None = None
         self.hello: dict[str, Any] = {}
         self.version = PROTOCOL_VERSIONS[-1]
+        #: Told why, once, after every session on the link was (see ``WorldsService``).
+        self.on_lost: Callable[[str], None] | None = None
 
     @property
     def lost(self) -> str | None:
@@ -193,6 +195,8 @@ class WorldLink:
         sessions, self._sessions = list(self._sessions.values()), {}
         for session in sessions:
             session.link_lost(f"world {self.name!r}'s agent ended ({why})")
+        if self.on_lost is not None:
+            self.on_lost(why)
 
     async def aclose(self) -> None:
         """End the connection and make sure the command is gone."""

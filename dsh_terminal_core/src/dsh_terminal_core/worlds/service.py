@@ -27,11 +27,15 @@ from ..registry.types import TerminalBackend
 from .backend import WorldBackend, session_from_row
 from .config import LOCAL, WorldEntry, WorldsConfig
 from .link import WorldLink, connect, connect_socket
+from .session import WorldSession
 
 log = logging.getLogger("dsh_terminal_core.worlds")
 
 #: How long a first tool call waits for its agent's sessions to come back.
 ADOPT_WAIT_S = 1.0
+#: Reconnecting to a daemon whose connection was lost: the first retry, and the longest wait.
+RECONNECT_FIRST_S = 0.05
+RECONNECT_MAX_S = 2.0
 
 __all__ = ["WorldsService"]
 
@@ -47,6 +51,9 @@ class WorldsService:
         self._links: dict[str, WorldLink] = {}
         self._connecting: dict[str, asyncio.Lock] = {}
         self._closed = False
+        # A daemon's sessions, by world and the world's id: resumed on a new link.
+        self._held: dict[str, dict[str, tuple[Agent, WorldSession]]] = {}
+        self._reconnecting: dict[str, asyncio.Task[None]] = {}
 
     @property
     def default(self) -> str:
@@ -67,13 +74,66 @@ class WorldsService:
     def backend(self, world: str, type: str) -> TerminalBackend:
         """The backend for ``type`` in ``world`` (the world says at open if it lacks it)."""
         entry = self.entry(world)
-        return WorldBackend(
-            world,
-            type,
-            lambda: self.link(world),
-            self._sandbox_mode,
-            lease_s=entry.lease_s if entry.socket is not None else None,
+        backend = WorldBackend(
+            world, type, lambda: self.link(world), self._sandbox_mode, lease_s=entry.lease_s
         )
+        backend.on_session = lambda owner, session: self._hold(world, owner, session)
+        return backend
+
+    def _hold(self, world: str, owner: Agent, session: WorldSession) -> None:
+        if session.resumable:
+            self._held.setdefault(world, {})[session.sid] = (owner, session)
+
+    def _lost(self, world: str, link: WorldLink, why: str) -> None:
+        """A daemon's connection ended: reach it again, in the background, and resume."""
+        if self._closed or not self._held.get(world) or world in self._reconnecting:
+            return
+        task = asyncio.get_running_loop().create_task(self._reconnect(world, link))
+        self._reconnecting[world] = task
+        task.add_done_callback(lambda _t: self._reconnecting.pop(world, None))
+
+    async def _reconnect(self, world: str, old: WorldLink) -> None:
+        entry = self.entry(world)
+        delay = RECONNECT_FIRST_S
+        give_up = asyncio.get_running_loop().time() + entry.lease_s
+        while not self._closed:
+            try:
+                link = await self.link(world)
+                break
+            except TerminalError:
+                if asyncio.get_running_loop().time() >= give_up:
+                    self._end_all(world, f"world {world!r} stayed out of reach for its lease")
+                    return
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, RECONNECT_MAX_S)
+        else:
+            return
+        if dict(link.world_id) != dict(old.world_id):
+            self._end_all(
+                world, f"world {world!r} restarted (a new worldId): its sessions are gone"
+            )
+            return
+        held = self._held.get(world, {})
+        for agent in {id(owner): owner for owner, _ in held.values()}.values():
+            try:
+                answer = await link.call({"t": "adopt", "agentId": agent.id})
+            except TerminalError as exc:
+                log.warning("world %r: cannot resume %r's sessions: %s", world, agent.id, exc)
+                continue
+            back = {row.get("sid"): row for row in answer.get("sessions") or []}
+            for sid, (owner, session) in list(held.items()):
+                if owner is not agent:
+                    continue
+                row = back.get(sid)
+                if row is None:
+                    held.pop(sid, None)
+                    session.end(f"world {world!r} no longer holds {sid}")
+                else:
+                    session.resume(link, row)
+
+    def _end_all(self, world: str, why: str) -> None:
+        for _owner, session in self._held.pop(world, {}).values():
+            session.end(why)
 
     async def link(self, world: str) -> WorldLink:
         """The world's live link, started now if there is none or the last one ended."""
@@ -93,6 +153,7 @@ class WorldsService:
             else:
                 assert entry.command is not None
                 link = await connect(world, entry.command, client=client)
+            link.on_lost = lambda why, link=link: self._lost(world, link, why)
             self._links[world] = link
             return link
 
@@ -114,7 +175,8 @@ class WorldsService:
                 log.warning("world %r: cannot adopt %r's sessions: %s", world, agent.id, exc)
                 continue
             for row in answer.get("sessions") or []:
-                session = session_from_row(link, world, row)
+                session = session_from_row(link, world, row, resumable=True)
+                self._hold(world, agent, session)
                 wanted = row.get("harnessSid")
                 session_id = registry.adopt(
                     agent,
@@ -148,6 +210,8 @@ class WorldsService:
     async def aclose(self) -> None:
         """End every link; each world's agent closes its sessions and exits."""
         self._closed = True
+        for task in list(self._reconnecting.values()):
+            task.cancel()
         links, self._links = list(self._links.values()), {}
         for link in links:
             with contextlib.suppress(Exception):

@@ -52,6 +52,9 @@ from .messages import (
 __all__ = ["WorldSendOperation", "WorldSession"]
 
 _op_ids = itertools.count(1)
+#: A send that names no timeout is bounded by the backend's default (30 s).
+DEFAULT_BUDGET_MS = 30_000
+GUARD_MARGIN_S = 2.0
 
 
 def _retrieve(answer: asyncio.Future[Any]) -> None:
@@ -63,12 +66,17 @@ def _retrieve(answer: asyncio.Future[Any]) -> None:
 class WorldSendOperation:
     """A send running in a world; ``done`` gets the world's settlement."""
 
-    def __init__(self, session: WorldSession, op_id: str) -> None:
+    def __init__(self, session: WorldSession, op_id: str, timeout_ms: int | None = None) -> None:
         self._session = session
         self.op_id = op_id
-        self._done: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        self._done: asyncio.Future[SendResult] = loop.create_future()
         self._collected: list[str] = []
         self._cancel: asyncio.Task[None] | None = None
+        #: When the harness gives up on a settlement it cannot receive (the link is down):
+        #: the send's own budget, plus a margin for the world to say it first.
+        budget_s = (timeout_ms or DEFAULT_BUDGET_MS) / 1000 + GUARD_MARGIN_S
+        self.deadline = loop.time() + budget_s
 
     @property
     def done(self) -> asyncio.Future[SendResult]:
@@ -135,8 +143,13 @@ class WorldSession:
         status: SessionStatus,
         bounds: dict[str, Any],
         screen: bool,
+        resumable: bool = False,
     ) -> None:
         self._link = link
+        #: A daemon's session survives a lost connection: it waits to be resumed.
+        self._resumable = resumable
+        self._suspended: str | None = None
+        self._guards: list[asyncio.TimerHandle] = []
         self.world = world
         self.sid = sid
         self._pid = pid
@@ -265,7 +278,7 @@ class WorldSession:
         elif kind == "detached":
             reason = frame.header.get("reason") or "detached by the world"
             self._link.detach(self.sid)
-            self.link_lost(f"world {self.world!r}: {reason}")
+            self.end(f"world {self.world!r}: {reason}")
 
     def _on_settled(self, header: dict[str, Any]) -> None:
         op = self._ops.pop(str(header.get("op")), None)
@@ -288,7 +301,68 @@ class WorldSession:
         op.settle(result)
 
     def link_lost(self, why: str) -> None:
+        """The connection ended. A daemon's session waits to be resumed on a new one, its
+        sends in flight within their own budgets; any other ends here."""
+        if self._resumable and self._gone is None:
+            self._suspend(why)
+            return
+        self.end(why)
+
+    def _suspend(self, why: str) -> None:
+        self._suspended = why
+        loop = asyncio.get_running_loop()
+        for op in list(self._ops.values()):
+            delay = max(0.0, op.deadline - loop.time())
+            self._guards.append(loop.call_later(delay, self._give_up, op))
+
+    def _give_up(self, op: WorldSendOperation) -> None:
+        """The send's budget ran out with the world out of reach: it settles ``timeout``."""
+        if self._ops.pop(op.op_id, None) is None:
+            return
+        if self._op is op:
+            self._op = None
+        op.settle(
+            SendResult(
+                viewport=op.read_output(),
+                wait_reason=WaitReason.TIMEOUT,
+                session_status=self._status,
+                truncated=False,
+            )
+        )
+
+    def resume(self, link: WorldLink, row: dict[str, Any]) -> None:
+        """Carry on over ``link``, from an ``adopt`` answer: the mirror resyncs, a send the
+        world settled meanwhile settles here, one still running keeps running."""
+        for guard in self._guards:
+            guard.cancel()
+        self._guards.clear()
+        self._suspended = None
+        self._link = link
+        self._status = status_from_wire(row.get("status"))
+        link.attach(self.sid, self)
+        last = row.get("lastSettled")
+        if isinstance(last, dict):
+            self._on_settled({"op": last.get("op"), "result": last.get("result")})
+        in_flight = row.get("inFlight")
+        for op_id in [op_id for op_id in self._ops if op_id != in_flight]:
+            self._give_up(self._ops[op_id])
+
+    @property
+    def resumable(self) -> bool:
+        """Its world is a daemon, which keeps it across a lost connection."""
+        return self._resumable
+
+    @property
+    def suspended(self) -> str | None:
+        """Why the session waits for its world's connection, or None."""
+        return self._suspended
+
+    def end(self, why: str) -> None:
         """The world's agent is gone: settle what was in flight, read ``exited`` from now."""
+        for guard in self._guards:
+            guard.cancel()
+        self._guards.clear()
+        self._suspended = None
         self._gone = why
         if self._status.kind != "exited":
             self._status = SessionStatus(kind="exited", exit_code=None, signal=None)
@@ -311,6 +385,12 @@ class WorldSession:
     # -- what crosses the wire ----------------------------------------------------------
 
     def _check_live(self) -> None:
+        if self._suspended is not None:
+            raise TerminalError(
+                f"session {self.sid}: world {self.world!r} is out of reach "
+                f"({self._suspended}); the harness is reconnecting",
+                ErrorCode.WORLD_UNAVAILABLE,
+            )
         if self._gone is not None:
             raise TerminalError(
                 f"session {self.sid}: {self._gone}; its output stays readable",
@@ -339,7 +419,7 @@ class WorldSession:
                 ErrorCode.SEND_ACTIVE,
                 advice="wait for it (terminal_send with no text) or interrupt it",
             )
-        op = WorldSendOperation(self, f"o{next(_op_ids)}")
+        op = WorldSendOperation(self, f"o{next(_op_ids)}", request.timeout_ms)
         header: dict[str, Any] = {
             "t": "send",
             "sid": self.sid,
