@@ -294,3 +294,32 @@ async def test_a_lost_relay_is_reconnected_and_the_send_in_flight_settles(
         again = await terminals.start_send(agent, sid, SendRequest(text="echo resumed")).done
         assert again.wait_reason is WaitReason.STDIN_READ and again.viewport.strip() == "resumed"
         await agent.dispose()
+
+
+async def test_a_clean_shutdown_with_persist_leaves_the_sessions_to_the_next_harness(
+    daemon: Path,
+) -> None:
+    agent_id = f"persist-{uuid.uuid4().hex[:8]}"
+    config = _config(daemon, "upgrade", persist=True)
+    async with Harness(config=config) as h:
+        agent = h.create_agent(agent_id)
+        sid = (await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="d"))).session_id
+        await h.ctx.terminals.start_send(agent, sid, SendRequest(text="export P=kept")).done
+    # The server upgraded: a new harness, the same key and agent id.
+    async with Harness(config=config) as h:
+        agent = h.create_agent(agent_id)
+        await agent.arrived()
+        [row] = h.ctx.terminals.list(agent)
+        assert row.session_id == sid
+        echoed = await h.ctx.terminals.start_send(agent, sid, SendRequest(text="echo $P")).done
+        assert echoed.viewport.strip() == "kept"
+        await agent.dispose()  # disposing always tears down, persist or not
+    await _until(lambda: not shells_marked({"DSH_SESSION_ID": agent_id}))
+
+
+async def test_without_persist_a_clean_shutdown_closes_them(daemon: Path) -> None:
+    agent_id = f"no-persist-{uuid.uuid4().hex[:8]}"
+    async with Harness(config=_config(daemon, "k")) as h:
+        agent = h.create_agent(agent_id)
+        await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="d"))
+    await _until(lambda: not shells_marked({"DSH_SESSION_ID": agent_id}))

@@ -280,6 +280,11 @@ class Harness:
             return
         self._closed = True
         errors: list[BaseException] = []
+        if self._started:
+            try:
+                self.pm.hook.dsh_harness_closing(ctx=self.ctx)
+            except Exception as exc:
+                errors.append(exc)
         for agent in reversed(self._agents):
             try:
                 await agent.dispose()

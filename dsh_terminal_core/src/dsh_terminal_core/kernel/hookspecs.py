@@ -66,3 +66,12 @@ def dsh_agent_created(agent: Agent, ctx: Context) -> None:
     re-adopting the sessions a daemon kept for this agent id) starts it here and hands
     it to ``agent.expect(...)``: the agent's first tool call waits for it.
     """
+
+
+@hookspec
+def dsh_harness_closing(ctx: Context) -> None:
+    """The harness is shutting down cleanly, before any agent is disposed; synchronous.
+
+    The ``worlds`` plugin uses it to detach the sessions of worlds configured with
+    ``persist: true`` instead of closing them (an MCP server being upgraded).
+    """

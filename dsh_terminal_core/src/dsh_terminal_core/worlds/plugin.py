@@ -19,7 +19,13 @@ from ..sandbox.policy import SandboxPolicyService
 from .config import WorldsConfig
 from .service import WorldsService
 
-__all__ = ["WorldsContainer", "dsh_agent_created", "dsh_apply", "dsh_plugin_info"]
+__all__ = [
+    "WorldsContainer",
+    "dsh_agent_created",
+    "dsh_apply",
+    "dsh_harness_closing",
+    "dsh_plugin_info",
+]
 
 Config = WorldsConfig
 
@@ -68,3 +74,10 @@ def dsh_agent_created(agent: Agent, ctx: Context) -> None:
     worlds: WorldsService = ctx.worlds
     if any(entry.socket is not None for entry in worlds.config.worlds.values()):
         agent.expect(worlds.adopt(agent, ctx.terminals))
+
+
+@hookimpl
+def dsh_harness_closing(ctx: Context) -> None:
+    """A clean shutdown: sessions of ``persist`` worlds are detached, not closed."""
+    if ctx.has("worlds"):
+        ctx.worlds.shutting_down = True

@@ -54,6 +54,8 @@ class WorldsService:
         # A daemon's sessions, by world and the world's id: resumed on a new link.
         self._held: dict[str, dict[str, tuple[Agent, WorldSession]]] = {}
         self._reconnecting: dict[str, asyncio.Task[None]] = {}
+        #: Set when the harness shuts down cleanly (hook ``dsh_harness_closing``).
+        self.shutting_down = False
 
     @property
     def default(self) -> str:
@@ -81,6 +83,8 @@ class WorldsService:
         return backend
 
     def _hold(self, world: str, owner: Agent, session: WorldSession) -> None:
+        entry = self.entry(world)
+        session.detach_on_close = lambda: self.shutting_down and entry.persist
         if session.resumable:
             self._held.setdefault(world, {})[session.sid] = (owner, session)
 
@@ -175,7 +179,9 @@ class WorldsService:
                 log.warning("world %r: cannot adopt %r's sessions: %s", world, agent.id, exc)
                 continue
             for row in answer.get("sessions") or []:
-                session = session_from_row(link, world, row, resumable=True)
+                capabilities = link.hello.get("capabilities") or {}
+                resumable = isinstance(capabilities, dict) and bool(capabilities.get("daemon"))
+                session = session_from_row(link, world, row, resumable=resumable)
                 self._hold(world, agent, session)
                 wanted = row.get("harnessSid")
                 session_id = registry.adopt(

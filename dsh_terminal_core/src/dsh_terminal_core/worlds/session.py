@@ -150,6 +150,9 @@ class WorldSession:
         self._resumable = resumable
         self._suspended: str | None = None
         self._guards: list[asyncio.TimerHandle] = []
+        #: True when a close should leave the session to its lease instead (a clean
+        #: shutdown of a harness whose world says ``persist``).
+        self.detach_on_close: Callable[[], bool] = lambda: False
         self.world = world
         self.sid = sid
         self._pid = pid
@@ -506,8 +509,9 @@ class WorldSession:
         self._closing = True
         try:
             if self._gone is None:
+                kind = "detach" if self._resumable and self.detach_on_close() else "close"
                 with contextlib.suppress(TerminalError):
-                    await self._link.call({"t": "close", "sid": self.sid, "reason": reason})
+                    await self._link.call({"t": kind, "sid": self.sid, "reason": reason})
         finally:
             self._link.detach(self.sid)
             ops, self._ops, self._op = list(self._ops.values()), {}, None
