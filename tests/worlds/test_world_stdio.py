@@ -283,3 +283,18 @@ async def test_the_randomized_oracle_never_settles_wrongly_in_a_world() -> None:
     report = await run_oracle(operations=240, seed=20261201, streams=4, world=world_command())
     assert report.operations >= 240
     assert report.wrong == 0 and report.unexpected == 0, report.failures[:5]
+
+
+def test_the_kubernetes_recipe_config_is_a_valid_worlds_section() -> None:
+    import json
+    from pathlib import Path
+
+    from dsh_terminal_core.worlds.config import WorldsConfig
+
+    recipe = Path(__file__).resolve().parents[2] / "deploy" / "worlds" / "harness-config.json"
+    section = json.loads(recipe.read_text())["worlds"]
+    config = WorldsConfig(**section)
+    [entry] = config.worlds.values()
+    assert entry.command is not None and entry.command[:3] == ("kubectl", "exec", "-i")
+    assert "-t" not in entry.command and "-it" not in entry.command
+    assert config.default == "pod-0"
