@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from dsh_terminal_core import cap_text
-from dsh_terminal_core.registry import status_text
+from dsh_terminal_core.provider import ListenerValue
+from dsh_terminal_core.registry import ScreenValue, status_text
+
+from .wire import CloseValue, ListValue, OpenValue, ReadValue, SendValue, SignalValue
 
 __all__ = [
+    "listening_text",
     "render_close",
     "render_list",
     "render_open",
@@ -15,12 +17,11 @@ __all__ = [
     "render_screen_read",
     "render_send",
     "render_signal",
-    "listening_text",
     "status_line",
 ]
 
 
-def status_line(value: dict[str, Any]) -> str:
+def status_line(value: SendValue) -> str:
     """One line saying why the send returned and what that does (not) prove."""
     reason = value["waitReason"]
     session = value["sessionStatus"]
@@ -36,10 +37,9 @@ def status_line(value: dict[str, Any]) -> str:
     elif reason == "timeout":
         text = "time limit reached; the command may still be running"
     elif reason == "matched":
-        match = value.get("match") or {}
-        text = (
-            f"line {match.get('lineNumber')} matched waitFor; the program keeps running"
-        )
+        match = value.get("match")
+        number = match["lineNumber"] if match is not None else None
+        text = f"line {number} matched waitFor; the program keeps running"
     else:
         text = f"session {status_text(session)}"
     if reason == "inferred_idle" and value.get("listening"):
@@ -52,7 +52,7 @@ def status_line(value: dict[str, Any]) -> str:
     return line
 
 
-def listening_text(listening: list[dict[str, Any]], limit: int = 8) -> str:
+def listening_text(listening: list[ListenerValue], limit: int = 8) -> str:
     """Where a session's processes listen, one entry each: ``127.0.0.1:8000 (pid 7 cmd)``."""
     parts = []
     for entry in listening[:limit]:
@@ -67,14 +67,14 @@ def listening_text(listening: list[dict[str, Any]], limit: int = 8) -> str:
     return ", ".join(parts) + more
 
 
-def render_open(value: dict[str, Any], max_bytes: int) -> str:
+def render_open(value: OpenValue, max_bytes: int) -> str:
     name = f" ({value['name']})" if value.get("name") else ""
     head = f"started terminal session {value['sessionId']}{name} [type: {value['type']}]"
     motd = value.get("motd") or ""
     return cap_text(motd, max_bytes, prefix=head + ("\n" if motd else ""), keep="head")
 
 
-def render_send(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
+def render_send(value: SendValue, max_bytes: int, session_id: str) -> str:
     if value["kind"] == "background":
         text = (
             f"started background send on {session_id} as {value['jobId']}; collect its output "
@@ -100,19 +100,19 @@ def render_send(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
     return cap_text(viewport, max_bytes, suffix=suffix, keep="tail")
 
 
-def _screen_header(screen: dict[str, Any]) -> str:
+def _screen_header(screen: ScreenValue) -> str:
     row, col = screen["cursor"]
     kind = "full-screen program" if screen["alternate"] else "screen"
     return f"[{kind}; cursor at row {row}, column {col}]"
 
 
-def render_screen_read(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
+def render_screen_read(value: ReadValue, max_bytes: int, session_id: str) -> str:
     screen = value["screen"]
     head = f"[{session_id} screen {value['rows']}x{value['cols']}] {_screen_header(screen)}\n"
     return cap_text(screen["text"], max_bytes, prefix=head, keep="head")
 
 
-def render_read(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
+def render_read(value: ReadValue, max_bytes: int, session_id: str) -> str:
     """``[pty-1 lines 101-105 of 1018]`` (1-based, inclusive, as the value says), the text,
     and where the next page starts."""
     begin, end, total = value["lineBegin"], value["lineEnd"], value["totalLines"]
@@ -128,16 +128,16 @@ def render_read(value: dict[str, Any], max_bytes: int, session_id: str) -> str:
     return cap_text(value["text"], max_bytes, prefix=head, suffix=tail, keep="head")
 
 
-def render_signal(value: dict[str, Any], sig: str, max_bytes: int) -> str:
+def render_signal(value: SignalValue, sig: str, max_bytes: int) -> str:
     return cap_text(f"delivered {sig} to process group {value['targetPgid']}", max_bytes)
 
 
-def render_close(value: dict[str, Any], session_id: str, max_bytes: int) -> str:
+def render_close(value: CloseValue, session_id: str, max_bytes: int) -> str:
     text = f"closed {session_id}" if value["closed"] else f"{session_id} was already being closed"
     return cap_text(text, max_bytes)
 
 
-def render_list(value: dict[str, Any], max_bytes: int) -> str:
+def render_list(value: ListValue, max_bytes: int) -> str:
     sessions = value["sessions"]
     if not sessions:
         return "no open terminal sessions"

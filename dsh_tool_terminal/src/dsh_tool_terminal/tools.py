@@ -7,63 +7,63 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import attrs
+
 from dsh_terminal_core.kernel.agents import Notice
 from dsh_terminal_core.kernel.errors import InvalidArgument, TerminalError
 from dsh_terminal_core.kernel.resultcap import cap_text
+from dsh_terminal_core.kernel.tooldecl import derive_schema, tool
 from dsh_terminal_core.kernel.tools import Tool, ToolExec
 from dsh_terminal_core.kernel.wiring import kept_resolution
 from dsh_terminal_core.registry import (
-    ALLOWED_SIGNALS,
-    MAX_COLS,
-    MAX_ROWS,
-    MIN_COLS,
     MIN_REQUEST_BYTES,
-    MIN_ROWS,
     ReadRequest,
     SendRequest,
     SpawnRequest,
     TerminalSessionService,
     status_text,
 )
-from dsh_terminal_core.registry.linematch import MAX_PATTERN_CHARS, LineMatch, compile_line_pattern
+from dsh_terminal_core.registry.linematch import LineMatch, compile_line_pattern
 from dsh_terminal_core.secrets import Secret, SecretAsk, SecretsService
 
-from . import render, wire
+from . import render
+from .args import (
+    DEFAULT_TYPE,
+    MAX_SEND_CHARS,
+    CloseArgs,
+    ForegroundSendArgs,
+    ListArgs,
+    OpenArgs,
+    ReadArgs,
+    ResizeArgs,
+    SendArgs,
+    SignalArgs,
+)
 from .config import ToolTerminalConfig
-from .wire import read_value, screen_read_value, send_value, snapshot_value, spawn_value
+from .wire import (
+    CloseValue,
+    ListValue,
+    OpenValue,
+    ReadOutput,
+    ReadValue,
+    ResizeValue,
+    SendOutput,
+    SendValue,
+    SignalValue,
+    read_value,
+    screen_read_value,
+    send_value,
+    snapshot_value,
+    spawn_value,
+)
 
 __all__ = ["MAX_SEND_CHARS", "terminal_tools"]
 
-# One send may carry a long heredoc or a 10,000+ character command, but not a payload
-# that would flood the PTY for minutes; larger inputs belong in a file.
-MAX_SEND_CHARS = 1_000_000
-
-DEFAULT_TYPE = "shell"
 # What terminal_list says opened the sessions these tools open.
 OPENED_BY = "terminal"
 # Bytes of a result kept for what surrounds the output: the status line of a send, the
 # page header and the "more" line of a read.
 _METADATA_ROOM = 512
-
-_ROWS = {
-    "type": "integer",
-    "minimum": MIN_ROWS,
-    "maximum": MAX_ROWS,
-    "description": "Window height in rows.",
-}
-_COLS = {
-    "type": "integer",
-    "minimum": MIN_COLS,
-    "maximum": MAX_COLS,
-    "description": "Window width in columns.",
-}
-
-_SESSION_ID = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 64,
-    "description": "The session id returned by terminal_open, e.g. pty-1.",
-}
 
 
 def terminal_tools(
@@ -86,7 +86,21 @@ def terminal_tools(
 
     # -- terminal_open ------------------------------------------------------------------
 
-    async def open_(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    def render_open(_args: OpenArgs, value: OpenValue) -> str:
+        return render.render_open(value, cap)
+
+    @tool(
+        "terminal_open",
+        description=(
+            "Open a persistent interactive terminal session (a real PTY) and return its "
+            "sessionId. State such as the working directory, exported variables, an "
+            "activated virtualenv and running interactive programs persists across "
+            "terminal_send calls. Close sessions you no longer need with terminal_close."
+        ),
+        render=render_open,
+        finalize=finalize,
+    )
+    async def terminal_open(args: OpenArgs, exec_: ToolExec) -> OpenValue:
         result = await terminals().spawn(
             exec_.agent,
             SpawnRequest(
@@ -102,135 +116,27 @@ def terminal_tools(
         )
         return spawn_value(result)
 
-    open_tool = Tool(
-        name="terminal_open",
-        description=(
-            "Open a persistent interactive terminal session (a real PTY) and return its "
-            "sessionId. State such as the working directory, exported variables, an "
-            "activated virtualenv and running interactive programs persists across "
-            "terminal_send calls. Close sessions you no longer need with terminal_close."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "type": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": 64,
-                    "default": DEFAULT_TYPE,
-                    "description": "Terminal type (default 'shell', an interactive bash).",
-                },
-                "name": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": 64,
-                    "description": "Optional display name, unique among your open sessions.",
-                },
-                "cwd": {
-                    "type": "string",
-                    "minLength": 1,
-                    "maxLength": 4096,
-                    "description": "Starting directory (default: the workspace root).",
-                },
-                "screen": {
-                    "type": "boolean",
-                    "description": (
-                        "Screen session (default false): for full-screen programs such as "
-                        "vim, less, top or dialog menus. Sends then return the visible "
-                        "screen when a program draws one; drive programs with keys."
-                    ),
-                },
-                "rows": _ROWS,
-                "cols": _COLS,
-            },
-            "additionalProperties": False,
-        },
-        execute=open_,
-        output_schema=wire.OPEN_SCHEMA,
-        render=lambda _args, value: render.render_open(value, cap),
-        finalize=finalize,
-    )
-
     # -- terminal_send ------------------------------------------------------------------
 
-    send_properties: dict[str, Any] = {
-        "sessionId": _SESSION_ID,
-        "text": {
-            "type": "string",
-            "maxLength": MAX_SEND_CHARS,
-            "description": (
-                "Text to type into the terminal. Give at most one of text, keys and "
-                "secret; with none of them nothing is typed and the call only waits "
-                "for the running command to settle (e.g. a long build)."
-            ),
-        },
-        "secret": {
-            "type": "object",
-            "description": (
-                "Instead of text, at a password prompt (inputHidden=true): the harness types "
-                "a secret you never see, then Enter. {name} takes a named secret the "
-                "operator configured; {ask: why} asks the person at the client to type it "
-                "into a page in their browser. Exactly one of name and ask."
-            ),
-            "properties": {
-                "name": {"type": "string", "minLength": 1, "maxLength": 256},
-                "ask": {"type": "string", "minLength": 1, "maxLength": 1000},
-            },
-            # Exactly one of the two: said here, enforced by the tool (a count keyword
-            # would count the nulls a strict-mode client sends for the other).
-            "additionalProperties": False,
-        },
-        "submit": {
-            "type": "boolean",
-            "description": (
-                "Press Enter after the text (default true with text; without text, true "
-                "presses Enter alone). false sends the exact text."
-            ),
-        },
-        "timeoutMs": {
-            "type": "integer",
-            "minimum": 1,
-            "description": (
-                "Time limit for this send in milliseconds (default 30000; at most the "
-                "backend's max_timeout_ms, 600000 by default), also for a send that "
-                "only waits (no text, keys or secret)."
-            ),
-        },
-        "keys": {
-            "type": "array",
-            "minItems": 1,
-            "maxItems": 1000,
-            "items": {"type": "string", "minLength": 1, "maxLength": 10_000},
-            "description": (
-                "Instead of text: keys to press, in order. Named keys: Enter, Tab, Escape, "
-                "Backspace, Delete, Up, Down, Left, Right, Home, End, PageUp, PageDown, "
-                "Insert, Space, F1-F12, C-a..C-z (Ctrl), M-<char> (Alt); any other item is "
-                'typed literally, e.g. ["i", "hello", "Escape", ":wq", '
-                '"Enter"]. Enter is pressed only where listed.'
-            ),
-        },
-    }
-    send_properties["waitFor"] = {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": MAX_PATTERN_CHARS,
-        "description": (
-            "A regular expression (Python re syntax): also return as soon as a complete "
-            "line of output matches it (waitReason 'matched', with the line and its "
-            "number). The program keeps running. For servers and watchers: start the "
-            "server with waitFor 'Listening on' instead of sleeping and polling."
-        ),
-    }
-    if config.enable_run_in_background:
-        send_properties["run_in_background"] = {
-            "type": "boolean",
-            "description": (
-                "Return at once with a jobId instead of waiting; collect output with "
-                "job_output, stop with job_kill."
-            ),
-        }
+    def render_send(args: SendArgs, value: SendValue) -> str:
+        return render.render_send(value, cap, args["sessionId"])
 
-    async def send(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    @tool(
+        "terminal_send",
+        description=(
+            "Type text into a terminal session (Enter is pressed unless submit=false) and "
+            "wait until the terminal waits for input again, the output goes quiet, or the "
+            "time limit passes. Returns the output (viewport) and waitReason: only "
+            "'stdin_read' means the terminal is waiting for input; 'inferred_idle' and "
+            "'timeout' do not prove the command finished. exitCode is the shell's $? when "
+            "the shell prompt came back. inputHidden=true means a hidden (password) prompt. "
+            "With no text, keys or secret nothing is typed: the call only waits for the "
+            "running command to settle."
+        ),
+        render=render_send,
+        finalize=finalize,
+    )
+    async def terminal_send(args: SendArgs, exec_: ToolExec) -> SendOutput:
         background = args.get("run_in_background", False)
         if background and not config.enable_run_in_background:
             raise InvalidArgument("run_in_background is disabled for this harness")
@@ -249,8 +155,14 @@ def terminal_tools(
             raise
         return send_value(result)
 
-    async def _send_secret(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
-        spec: dict[str, str] = args["secret"]
+    if not config.enable_run_in_background:
+        # Background sends disabled: run_in_background is not offered at all.
+        terminal_send = attrs.evolve(
+            terminal_send, parameters=derive_schema(ForegroundSendArgs, closed=True)
+        )
+
+    async def _send_secret(args: SendArgs, exec_: ToolExec) -> SendValue:
+        spec = args["secret"]
         others: list[str] = sorted(
             k for k in ("text", "keys", "run_in_background", "waitFor") if k in args
         )
@@ -318,7 +230,7 @@ def terminal_tools(
 
     def _send_in_background(
         exec_: ToolExec, session_id: str, request_args: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> SendValue:
         job_service = jobs()
         if job_service is None:
             raise TerminalError(
@@ -348,33 +260,24 @@ def terminal_tools(
         started.append(job.id)
         return {"kind": "background", "jobId": job.id}
 
-    send_tool = Tool(
-        name="terminal_send",
-        description=(
-            "Type text into a terminal session (Enter is pressed unless submit=false) and "
-            "wait until the terminal waits for input again, the output goes quiet, or the "
-            "time limit passes. Returns the output (viewport) and waitReason: only "
-            "'stdin_read' means the terminal is waiting for input; 'inferred_idle' and "
-            "'timeout' do not prove the command finished. exitCode is the shell's $? when "
-            "the shell prompt came back. inputHidden=true means a hidden (password) prompt. "
-            "With no text, keys or secret nothing is typed: the call only waits for the "
-            "running command to settle."
-        ),
-        parameters={
-            "type": "object",
-            "properties": send_properties,
-            "required": ["sessionId"],
-            "additionalProperties": False,
-        },
-        execute=send,
-        output_schema=wire.SEND_SCHEMA,
-        render=lambda args, value: render.render_send(value, cap, args["sessionId"]),
-        finalize=finalize,
-    )
-
     # -- terminal_read ------------------------------------------------------------------
 
-    async def read(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    def render_read(args: ReadArgs, value: ReadValue) -> str:
+        if "screen" in value:
+            return render.render_screen_read(value, cap, args["sessionId"])
+        return render.render_read(value, cap, args["sessionId"])
+
+    @tool(
+        "terminal_read",
+        description=(
+            "Read a page of a session's scrollback: count lines starting at line offset, "
+            "numbered from 1 as every result shows them (e.g. offset=101 count=5 returns "
+            "lines 101-105). Use it for earlier output, or for the lines a send omitted."
+        ),
+        render=render_read,
+        finalize=finalize,
+    )
+    async def terminal_read(args: ReadArgs, exec_: ToolExec) -> ReadOutput:
         if args.get("screen"):
             if "offset" in args or "count" in args:
                 raise InvalidArgument("screen=true reads the screen; offset/count do not apply")
@@ -390,143 +293,86 @@ def terminal_tools(
         )
         return read_value(result)
 
-    read_tool = Tool(
-        name="terminal_read",
-        description=(
-            "Read a page of a session's scrollback: count lines starting at line offset, "
-            "numbered from 1 as every result shows them (e.g. offset=101 count=5 returns "
-            "lines 101-105). Use it for earlier output, or for the lines a send omitted."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "sessionId": _SESSION_ID,
-                "offset": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "description": (
-                        "First line to read, numbered from 1 (default 1, the oldest line); "
-                        "a result's more.offset is where the next page starts."
-                    ),
-                },
-                "count": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": 10000,
-                    "description": "Number of lines (default 500).",
-                },
-                "screen": {
-                    "type": "boolean",
-                    "description": "Screen sessions: return the visible screen instead.",
-                },
-            },
-            "required": ["sessionId"],
-            "additionalProperties": False,
-        },
-        execute=read,
-        output_schema=wire.READ_SCHEMA,
-        render=lambda args, value: (
-            render.render_screen_read(value, cap, args["sessionId"])
-            if "screen" in value
-            else render.render_read(value, cap, args["sessionId"])
-        ),
-        finalize=finalize,
-    )
-
     # -- terminal_signal ----------------------------------------------------------------
 
-    async def signal(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
-        result = await terminals().signal(exec_.agent, args["sessionId"], args["signal"])
-        return {"delivered": result.delivered, "targetPgid": result.target_pgid}
+    def render_signal(args: SignalArgs, value: SignalValue) -> str:
+        return render.render_signal(value, args["signal"], cap)
 
-    signal_tool = Tool(
-        name="terminal_signal",
+    @tool(
+        "terminal_signal",
         description=(
             "Send a signal to the terminal's current foreground process group, e.g. SIGINT "
             "to interrupt a running command (like Ctrl-C). SIGKILL of the shell itself is "
             "refused; close the session instead."
         ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "sessionId": _SESSION_ID,
-                "signal": {"type": "string", "enum": list(ALLOWED_SIGNALS)},
-            },
-            "required": ["sessionId", "signal"],
-            "additionalProperties": False,
-        },
-        execute=signal,
-        output_schema=wire.SIGNAL_SCHEMA,
-        render=lambda args, value: render.render_signal(value, args["signal"], cap),
+        render=render_signal,
         finalize=finalize,
     )
+    async def terminal_signal(args: SignalArgs, exec_: ToolExec) -> SignalValue:
+        result = await terminals().signal(exec_.agent, args["sessionId"], args["signal"])
+        return {"delivered": result.delivered, "targetPgid": result.target_pgid}
 
     # -- terminal_close -----------------------------------------------------------------
 
-    async def close(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
-        closed = await terminals().kill(exec_.agent, args["sessionId"], "closed by terminal_close")
-        return {"closed": closed}
+    def render_close(args: CloseArgs, value: CloseValue) -> str:
+        return render.render_close(value, args["sessionId"], cap)
 
-    close_tool = Tool(
-        name="terminal_close",
+    @tool(
+        "terminal_close",
         description=(
             "Close a terminal session and end every process it started. Returns "
             "closed=false when a close of that session was already in progress."
         ),
-        parameters={
-            "type": "object",
-            "properties": {"sessionId": _SESSION_ID},
-            "required": ["sessionId"],
-            "additionalProperties": False,
-        },
-        execute=close,
-        output_schema=wire.CLOSE_SCHEMA,
-        render=lambda args, value: render.render_close(value, args["sessionId"], cap),
+        render=render_close,
         finalize=finalize,
     )
+    async def terminal_close(args: CloseArgs, exec_: ToolExec) -> CloseValue:
+        closed = await terminals().kill(exec_.agent, args["sessionId"], "closed by terminal_close")
+        return {"closed": closed}
 
     # -- terminal_resize ----------------------------------------------------------------
 
-    async def resize(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
-        size = terminals().resize(exec_.agent, args["sessionId"], args["rows"], args["cols"])
-        return {"rows": size.rows, "cols": size.cols}
+    def render_resize(args: ResizeArgs, value: ResizeValue) -> str:
+        return cap_text(
+            f"{args['sessionId']} is now {value['rows']} rows x {value['cols']} columns", cap
+        )
 
-    resize_tool = Tool(
-        name="terminal_resize",
+    @tool(
+        "terminal_resize",
         description=(
             "Change a session's window size; the running program is told (SIGWINCH) and "
             "redraws for it."
         ),
-        parameters={
-            "type": "object",
-            "properties": {"sessionId": _SESSION_ID, "rows": _ROWS, "cols": _COLS},
-            "required": ["sessionId", "rows", "cols"],
-            "additionalProperties": False,
-        },
-        execute=resize,
-        output_schema=wire.RESIZE_SCHEMA,
-        render=lambda args, value: cap_text(
-            f"{args['sessionId']} is now {value['rows']} rows x {value['cols']} columns", cap
-        ),
+        render=render_resize,
         finalize=finalize,
     )
+    async def terminal_resize(args: ResizeArgs, exec_: ToolExec) -> ResizeValue:
+        size = terminals().resize(exec_.agent, args["sessionId"], args["rows"], args["cols"])
+        return {"rows": size.rows, "cols": size.cols}
 
     # -- terminal_list ------------------------------------------------------------------
 
-    async def list_(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
-        return {"sessions": [snapshot_value(s) for s in terminals().list(exec_.agent)]}
+    def render_list(_args: ListArgs, value: ListValue) -> str:
+        return render.render_list(value, cap)
 
-    list_tool = Tool(
-        name="terminal_list",
+    @tool(
+        "terminal_list",
         description="List your open terminal sessions with their type, pid, status and cwd.",
-        parameters={"type": "object", "properties": {}, "additionalProperties": False},
-        execute=list_,
-        output_schema=wire.LIST_SCHEMA,
-        render=lambda _args, value: render.render_list(value, cap),
+        render=render_list,
         finalize=finalize,
     )
+    async def terminal_list(args: ListArgs, exec_: ToolExec) -> ListValue:
+        return {"sessions": [snapshot_value(s) for s in terminals().list(exec_.agent)]}
 
-    return [open_tool, send_tool, read_tool, signal_tool, close_tool, list_tool, resize_tool]
+    return [
+        terminal_open,
+        terminal_send,
+        terminal_read,
+        terminal_signal,
+        terminal_close,
+        terminal_list,
+        terminal_resize,
+    ]
 
 
 def _refuse_exited(terminals: TerminalSessionService, exec_: ToolExec, session_id: str) -> None:
@@ -561,7 +407,7 @@ def _matched_notice(session_id: str, job_id: str, match: LineMatch) -> Notice:
     )
 
 
-def _send_request_args(args: dict[str, Any], output_bytes: int) -> dict[str, Any]:
+def _send_request_args(args: SendArgs, output_bytes: int) -> dict[str, Any]:
     """Exactly one of ``text`` and ``keys``; ``submit`` goes with ``text`` only.
 
     ``waitFor`` is compiled here, before anything is typed: a pattern that does not

@@ -1,27 +1,41 @@
-"""Conversions from service results to the camelCase wire values the tools return."""
+"""The camelCase wire values the tools return, and their conversions from service results.
+
+Each value is a ``TypedDict`` that a tool in :mod:`.tools` declares as its return type,
+so it is also that tool's MCP ``outputSchema``
+(:func:`~dsh_terminal_core.kernel.tooldecl.tool` derives it). ``SendOutput`` and
+``ReadOutput`` add what a ``TypedDict`` cannot say: the description of the whole value
+and, for a read, which fields go together.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Literal, NotRequired, TypedDict
 
+from dsh_terminal_core.kernel.tooldecl import Raw
+from dsh_terminal_core.provider import ListenerValue
 from dsh_terminal_core.registry import (
-    STATUS_SCHEMA,
     ReadResult,
     ScreenRead,
+    ScreenValue,
     SendResult,
+    SessionStatusValue,
     Snapshot,
     SpawnResult,
     WaitReason,
 )
+from dsh_terminal_core.registry.linematch import LineMatchValue
 
 __all__ = [
-    "CLOSE_SCHEMA",
-    "LIST_SCHEMA",
-    "OPEN_SCHEMA",
-    "READ_SCHEMA",
-    "RESIZE_SCHEMA",
-    "SEND_SCHEMA",
-    "SIGNAL_SCHEMA",
+    "CloseValue",
+    "ListValue",
+    "OpenValue",
+    "ReadOutput",
+    "ReadValue",
+    "ResizeValue",
+    "SendOutput",
+    "SendValue",
+    "SessionValue",
+    "SignalValue",
     "read_value",
     "screen_read_value",
     "send_value",
@@ -29,150 +43,121 @@ __all__ = [
     "spawn_value",
 ]
 
-# JSON schemas of the values below: each tool's MCP ``outputSchema``.
-_NULLABLE_STRING = {"type": ["string", "null"]}
-_SCREEN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "The visible screen; cursor is [row, column] from 0.",
-    "properties": {
-        "text": {"type": "string"},
-        "cursor": {"type": "array", "items": {"type": "integer"}, "minItems": 2, "maxItems": 2},
-        "alternate": {"type": "boolean"},
-    },
-    "required": ["text", "cursor", "alternate"],
-}
-_LISTENING_SCHEMA: dict[str, Any] = {
-    "type": "array",
-    "description": (
-        "Sockets the session's processes listen on (TCP: address and port; a unix socket: "
-        "its path and port null), with the process holding each."
-    ),
-    "items": {
-        "type": "object",
-        "properties": {
-            "address": {"type": "string"},
-            "port": {"type": ["integer", "null"]},
-            "pid": {"type": "integer"},
-            "command": {"type": "string"},
-        },
-        "required": ["address", "port", "pid", "command"],
-    },
-}
-OPEN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "sessionId": {"type": "string"},
-        "name": {"type": "string"},
-        "type": {"type": "string"},
-        "pid": {"type": "integer"},
-        "status": STATUS_SCHEMA,
-        "motd": {"type": "string"},
-    },
-    "required": ["sessionId", "type", "pid", "status", "motd"],
-}
-SEND_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": "kind 'foreground': the settled send; kind 'background': only jobId.",
-    "properties": {
-        "kind": {"enum": ["foreground", "background"]},
-        "viewport": {"type": "string"},
-        "waitReason": {"enum": [str(reason) for reason in WaitReason]},
-        "sessionStatus": STATUS_SCHEMA,
-        "truncated": {"type": "boolean"},
-        "exitCode": {"type": ["integer", "null"]},
-        "inputHidden": {"type": "boolean"},
-        "screen": _SCREEN_SCHEMA,
-        "alternateScreen": {"type": "boolean"},
-        "jobId": {"type": "string"},
-        "match": {
-            "type": "object",
-            "description": "With waitReason 'matched': the line, numbered as terminal_read counts.",
-            "properties": {"line": {"type": "string"}, "lineNumber": {"type": "integer"}},
-            "required": ["line", "lineNumber"],
-        },
-        "listening": _LISTENING_SCHEMA,
-    },
-    "required": ["kind"],
-}
-READ_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": (
-        "Lines lineBegin..lineEnd, numbered from 1, both included; with screen=true the "
-        "visible screen and the window size instead."
-    ),
-    "properties": {
-        "text": {"type": "string"},
-        "totalLines": {"type": "integer"},
-        "lineBegin": {"type": "integer"},
-        "lineEnd": {"type": "integer"},
-        "truncated": {"type": "boolean"},
-        "more": {
-            "type": "object",
-            "description": (
-                "Present when lines follow this page: call terminal_read with this offset "
-                "for the next one."
-            ),
-            "properties": {"offset": {"type": "integer"}},
-            "required": ["offset"],
-        },
-        "screen": _SCREEN_SCHEMA,
-        "rows": {"type": "integer"},
-        "cols": {"type": "integer"},
-    },
-    "anyOf": [
-        {"required": ["text", "totalLines", "lineBegin", "lineEnd", "truncated"]},
-        {"required": ["screen", "rows", "cols"]},
-    ],
-}
-RESIZE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"rows": {"type": "integer"}, "cols": {"type": "integer"}},
-    "required": ["rows", "cols"],
-}
-SIGNAL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"delivered": {"type": "boolean"}, "targetPgid": {"type": "integer"}},
-    "required": ["delivered", "targetPgid"],
-}
-CLOSE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"closed": {"type": "boolean"}},
-    "required": ["closed"],
-}
-LIST_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "sessions": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "sessionId": {"type": "string"},
-                    "name": _NULLABLE_STRING,
-                    "type": {"type": "string"},
-                    "pid": {"type": "integer"},
-                    "status": STATUS_SCHEMA,
-                    "cwd": _NULLABLE_STRING,
-                    "listening": _LISTENING_SCHEMA,
-                    "openedBy": {
-                        "type": ["string", "null"],
-                        "description": (
-                            "Which tools opened it: 'terminal' (terminal_open), 'pty' "
-                            "(pty_open), 'ssh' (ssh_open; drive it with ssh_run), or a "
-                            "plugin's own name; null when not said."
-                        ),
-                    },
-                },
-                "required": ["sessionId", "name", "type", "pid", "status", "cwd", "openedBy"],
-            },
+Screen = Annotated[ScreenValue, "The visible screen; cursor is [row, column] from 0."]
+Listening = Annotated[
+    list[ListenerValue],
+    "Sockets the session's processes listen on (TCP: address and port; a unix socket: "
+    "its path and port null), with the process holding each.",
+]
+WaitReasonName = Annotated[str, Raw({"enum": [str(reason) for reason in WaitReason]})]
+
+
+class OpenValue(TypedDict):
+    sessionId: str
+    name: NotRequired[str]
+    type: str
+    pid: int
+    status: SessionStatusValue
+    motd: str
+
+
+class SendValue(TypedDict):
+    kind: Literal["foreground", "background"]
+    viewport: NotRequired[str]
+    waitReason: NotRequired[WaitReasonName]
+    sessionStatus: NotRequired[SessionStatusValue]
+    truncated: NotRequired[bool]
+    exitCode: NotRequired[int | None]
+    inputHidden: NotRequired[bool]
+    screen: NotRequired[Screen]
+    alternateScreen: NotRequired[bool]
+    jobId: NotRequired[str]
+    match: NotRequired[
+        Annotated[
+            LineMatchValue,
+            "With waitReason 'matched': the line, numbered as terminal_read counts.",
+        ]
+    ]
+    listening: NotRequired[Listening]
+
+
+SendOutput = Annotated[
+    SendValue, "kind 'foreground': the settled send; kind 'background': only jobId."
+]
+
+
+class MoreValue(TypedDict):
+    offset: int
+
+
+class ReadValue(TypedDict, total=False):
+    """A page of lines, or (``screen=true``) the screen and the window size."""
+
+    text: str
+    totalLines: int
+    lineBegin: int
+    lineEnd: int
+    truncated: bool
+    more: Annotated[
+        MoreValue,
+        "Present when lines follow this page: call terminal_read with this offset for "
+        "the next one.",
+    ]
+    screen: Screen
+    rows: int
+    cols: int
+
+
+ReadOutput = Annotated[
+    ReadValue,
+    Raw(
+        {
+            "anyOf": [
+                {"required": ["text", "totalLines", "lineBegin", "lineEnd", "truncated"]},
+                {"required": ["screen", "rows", "cols"]},
+            ]
         }
-    },
-    "required": ["sessions"],
-}
+    ),
+    "Lines lineBegin..lineEnd, numbered from 1, both included; with screen=true the "
+    "visible screen and the window size instead.",
+]
 
 
-def spawn_value(result: SpawnResult) -> dict[str, Any]:
-    value: dict[str, Any] = {
+class ResizeValue(TypedDict):
+    rows: int
+    cols: int
+
+
+class SignalValue(TypedDict):
+    delivered: bool
+    targetPgid: int
+
+
+class CloseValue(TypedDict):
+    closed: bool
+
+
+class SessionValue(TypedDict):
+    sessionId: str
+    name: str | None
+    type: str
+    pid: int
+    status: SessionStatusValue
+    cwd: str | None
+    listening: NotRequired[Listening]
+    openedBy: Annotated[
+        str | None,
+        "Which tools opened it: 'terminal' (terminal_open), 'pty' (pty_open), 'ssh' "
+        "(ssh_open; drive it with ssh_run), or a plugin's own name; null when not said.",
+    ]
+
+
+class ListValue(TypedDict):
+    sessions: list[SessionValue]
+
+
+def spawn_value(result: SpawnResult) -> OpenValue:
+    value: OpenValue = {
         "sessionId": result.session_id,
         "type": result.type,
         "pid": result.pid,
@@ -184,8 +169,8 @@ def spawn_value(result: SpawnResult) -> dict[str, Any]:
     return value
 
 
-def send_value(result: SendResult) -> dict[str, Any]:
-    value: dict[str, Any] = {
+def send_value(result: SendResult) -> SendValue:
+    value: SendValue = {
         "kind": "foreground",
         "viewport": result.viewport,
         "waitReason": str(result.wait_reason),
@@ -205,11 +190,11 @@ def send_value(result: SendResult) -> dict[str, Any]:
     return value
 
 
-def screen_read_value(result: ScreenRead) -> dict[str, Any]:
+def screen_read_value(result: ScreenRead) -> ReadValue:
     return {"screen": result.screen.to_wire(), "rows": result.rows, "cols": result.cols}
 
 
-def read_value(result: ReadResult) -> dict[str, Any]:
+def read_value(result: ReadResult) -> ReadValue:
     """Line numbers as a person reads them: 1-based, ``lineEnd`` inclusive.
 
     The service counts from 0 with an exclusive end; the model sees
@@ -218,7 +203,7 @@ def read_value(result: ReadResult) -> dict[str, Any]:
     hint as the text's ``[more: terminal_read offset=N]`` line, for clients that hand
     their model only the value.
     """
-    value: dict[str, Any] = {
+    value: ReadValue = {
         "text": result.text,
         "totalLines": result.total_lines,
         "lineBegin": result.line_begin + 1,
@@ -230,16 +215,16 @@ def read_value(result: ReadResult) -> dict[str, Any]:
     return value
 
 
-def snapshot_value(snapshot: Snapshot) -> dict[str, Any]:
-    value: dict[str, Any] = {
+def snapshot_value(snapshot: Snapshot) -> SessionValue:
+    value: SessionValue = {
         "sessionId": snapshot.session_id,
         "type": snapshot.type,
         "pid": snapshot.pid,
         "status": snapshot.status.to_wire(),
         "cwd": snapshot.cwd,
+        "name": snapshot.name,
+        "openedBy": snapshot.opened_by,
     }
-    value["name"] = snapshot.name
-    value["openedBy"] = snapshot.opened_by
     if snapshot.listening:
         value["listening"] = [found.to_wire() for found in snapshot.listening]
     return value

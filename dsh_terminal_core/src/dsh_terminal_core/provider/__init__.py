@@ -13,6 +13,7 @@ from .hostexit import kill_all_sync
 from .inspector import StdinProbe, TerminalIdentity
 from .listening import (
     Listener,
+    ListenerValue,
     has_children,
     listeners,
     listening_in_session,
@@ -42,6 +43,7 @@ __all__ = [
     "ExitStatus",
     "Foreground",
     "Listener",
+    "ListenerValue",
     "LocalTerminalProcess",
     "LocalTerminalProvider",
     "OutputHandler",

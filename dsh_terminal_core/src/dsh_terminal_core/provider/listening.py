@@ -34,6 +34,7 @@ import os
 import re
 import struct
 from collections.abc import Iterable
+from typing import TypedDict
 
 import attrs
 
@@ -44,6 +45,7 @@ __all__ = [
     "COMMAND_LIMIT",
     "MAX_PROCESSES",
     "Listener",
+    "ListenerValue",
     "SocketRow",
     "has_children",
     "listeners",
@@ -74,6 +76,15 @@ _UNIX_ROW = re.compile(
 _Found = dict[int, tuple[str, int | None]]
 
 
+class ListenerValue(TypedDict):
+    """The wire form of a :class:`Listener`: an entry of a result's ``listening`` list."""
+
+    address: str
+    port: int | None
+    pid: int
+    command: str
+
+
 @attrs.frozen(kw_only=True)
 class Listener:
     """A socket a process holds that is accepting connections.
@@ -90,7 +101,7 @@ class Listener:
     command: str  # that process's command line, at most COMMAND_LIMIT characters
     inode: int
 
-    def to_wire(self) -> dict[str, object]:
+    def to_wire(self) -> ListenerValue:
         """The entry of a result's ``listening`` list: address, port, pid, command."""
         return {
             "address": self.address,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import TypedDict
 
 import attrs
 
@@ -27,6 +28,7 @@ from .overstrike import render as displayed
 __all__ = [
     "MAX_PATTERN_CHARS",
     "LineMatch",
+    "LineMatchValue",
     "LineMatcher",
     "compile_line_pattern",
 ]
@@ -66,6 +68,13 @@ def compile_line_pattern(pattern: str | re.Pattern[str], what: str = "pattern") 
         raise InvalidArgument(f"{what} is not a valid regular expression: {exc}") from exc
 
 
+class LineMatchValue(TypedDict):
+    """The wire form of a :class:`LineMatch`."""
+
+    line: str
+    lineNumber: int
+
+
 @attrs.frozen(kw_only=True)
 class LineMatch:
     """The line that matched, as shown, and its absolute line number (from 1)."""
@@ -73,7 +82,7 @@ class LineMatch:
     line: str
     line_number: int
 
-    def to_wire(self) -> dict[str, object]:
+    def to_wire(self) -> LineMatchValue:
         return {"line": self.line, "lineNumber": self.line_number}
 
 

@@ -6,13 +6,23 @@ import asyncio
 import re
 from collections.abc import Awaitable, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Literal,
+    NotRequired,
+    Protocol,
+    TypedDict,
+    runtime_checkable,
+)
 
 import attrs
 
 from ..kernel.cancel import Cancellation
 from ..kernel.secret import Secret
 from ..kernel.signals import ALLOWED_SIGNALS
+from ..kernel.tooldecl import Items, derive_schema
 from ..provider.listening import Listener
 from .linematch import LineMatch
 
@@ -31,12 +41,14 @@ __all__ = [
     "ReadRequest",
     "ReadResult",
     "ScreenRead",
+    "ScreenValue",
     "ScreenView",
     "SecretPromptSession",
     "SendOperation",
     "SendRequest",
     "SendResult",
     "SessionStatus",
+    "SessionStatusValue",
     "SignalResult",
     "Snapshot",
     "SpawnRequest",
@@ -60,6 +72,14 @@ class WaitReason(StrEnum):
     MATCHED = "matched"
 
 
+class SessionStatusValue(TypedDict):
+    """The wire form of a :class:`SessionStatus`: ``exitCode`` and ``signal`` when exited."""
+
+    kind: Literal["running", "exited"]
+    exitCode: NotRequired[int | None]
+    signal: NotRequired[str | None]
+
+
 @attrs.frozen(kw_only=True)
 class SessionStatus:
     """``running``, or ``exited`` with the exit code or the signal name that ended it."""
@@ -72,8 +92,8 @@ class SessionStatus:
     def running(cls) -> SessionStatus:
         return cls(kind="running")
 
-    def to_wire(self) -> dict[str, object]:
-        wire: dict[str, object] = {"kind": self.kind}
+    def to_wire(self) -> SessionStatusValue:
+        wire: SessionStatusValue = {"kind": self.kind}
         if self.kind == "exited":
             wire["exitCode"] = self.exit_code
             wire["signal"] = self.signal
@@ -93,16 +113,10 @@ def status_text(status: Mapping[str, object]) -> str:
     return f"exited (exit code {status.get('exitCode')})"
 
 
-# The JSON schema of ``SessionStatus.to_wire()``, for tools that return a status.
-STATUS_SCHEMA: dict[str, object] = {
-    "type": "object",
-    "properties": {
-        "kind": {"enum": ["running", "exited"]},
-        "exitCode": {"type": ["integer", "null"]},
-        "signal": {"type": ["string", "null"]},
-    },
-    "required": ["kind"],
-}
+# The JSON schema of ``SessionStatus.to_wire()``, for tools that return a status and do
+# not declare their value with :func:`~dsh_terminal_core.kernel.tooldecl.tool` (a value
+# TypedDict that holds a SessionStatusValue derives the same schema itself).
+STATUS_SCHEMA: dict[str, Any] = derive_schema(SessionStatusValue, closed=False)
 
 
 @attrs.frozen(kw_only=True)
@@ -174,6 +188,14 @@ class SendRequest:
     wait_for: re.Pattern[str] | None = attrs.field(default=None, eq=False)
 
 
+class ScreenValue(TypedDict):
+    """The wire form of a :class:`ScreenView`; ``cursor`` is ``[row, col]``."""
+
+    text: str
+    cursor: Annotated[list[int], Items(2, 2)]
+    alternate: bool
+
+
 @attrs.frozen(kw_only=True)
 class ScreenView:
     """The visible screen: trailing blanks of each line trimmed; ``cursor`` is
@@ -183,7 +205,7 @@ class ScreenView:
     cursor: tuple[int, int]
     alternate: bool
 
-    def to_wire(self) -> dict[str, object]:
+    def to_wire(self) -> ScreenValue:
         return {"text": self.text, "cursor": list(self.cursor), "alternate": self.alternate}
 
 
