@@ -298,3 +298,22 @@ def test_the_kubernetes_recipe_config_is_a_valid_worlds_section() -> None:
     assert entry.command is not None and entry.command[:3] == ("kubectl", "exec", "-i")
     assert "-t" not in entry.command and "-it" not in entry.command
     assert config.default == "pod-0"
+
+
+async def test_the_terminal_tools_open_in_a_world_and_say_so() -> None:
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("tools-in-world")
+        opened = await h.call_tool(agent, "terminal_open", {"world": "ns"})
+        assert not opened.is_error, opened.text
+        assert opened.value["world"] == "ns" and "in world ns" in opened.text
+        sid = opened.value["sessionId"]
+        sent = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": "hostname"})
+        assert sent.value["waitReason"] == "stdin_read" and "world-ns" in sent.value["viewport"]
+        listed = await h.call_tool(agent, "terminal_list", {})
+        [row] = listed.value["sessions"]
+        assert row["world"] == "ns" and "in world ns" in listed.text
+        here = await h.call_tool(agent, "terminal_open", {})
+        assert here.value["world"] == "local"
+        unknown = await h.call_tool(agent, "terminal_open", {"world": "mars"})
+        assert unknown.is_error and "INVALID_ARGUMENT" in unknown.text and "ns" in unknown.text
+        await agent.dispose()

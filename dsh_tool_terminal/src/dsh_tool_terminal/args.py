@@ -55,6 +55,13 @@ class OpenArgs(TypedDict, total=False):
     ]
     rows: Rows
     cols: Cols
+    world: Annotated[
+        str,
+        Text(1, 64),
+        "Where the shell runs: an execution world the operator configured (a container, "
+        "a pod, another host), e.g. 'local' for this host; default: the configured default. "
+        "Every fact of a result is decided there; pids are that world's.",
+    ]
 
 
 class SecretSpec(TypedDict, total=False):

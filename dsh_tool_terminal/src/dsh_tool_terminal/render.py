@@ -69,7 +69,8 @@ def listening_text(listening: list[ListenerValue], limit: int = 8) -> str:
 
 def render_open(value: OpenValue, max_bytes: int) -> str:
     name = f" ({value['name']})" if value.get("name") else ""
-    head = f"started terminal session {value['sessionId']}{name} [type: {value['type']}]"
+    where = f" in world {value['world']}" if value.get("world", "local") != "local" else ""
+    head = f"started terminal session {value['sessionId']}{name} [type: {value['type']}]{where}"
     motd = value.get("motd") or ""
     return cap_text(motd, max_bytes, prefix=head + ("\n" if motd else ""), keep="head")
 
@@ -147,6 +148,8 @@ def render_list(value: ListValue, max_bytes: int) -> str:
         # Sessions terminal_open made are the usual case; the others say where they came from.
         opener = s.get("openedBy")
         origin = f" opened by {opener}" if opener and opener != "terminal" else ""
+        if s.get("world", "local") != "local":
+            origin += f" in world {s['world']}"
         lines.append(
             f"{s['sessionId']}{name} [type: {s['type']}] pid {s['pid']} "
             f"{status_text(s['status'])} cwd {s.get('cwd') or '?'}{origin}"

@@ -111,6 +111,7 @@ def terminal_tools(
                 rows=args.get("rows"),
                 cols=args.get("cols"),
                 opened_by=OPENED_BY,
+                world=args.get("world"),
             ),
             exec_.cancel,
         )

@@ -59,6 +59,7 @@ class OpenValue(TypedDict):
     pid: int
     status: SessionStatusValue
     motd: str
+    world: Annotated[str, "The execution world it runs in ('local': this host)."]
 
 
 class SendValue(TypedDict):
@@ -150,6 +151,7 @@ class SessionValue(TypedDict):
         "Which tools opened it: 'terminal' (terminal_open), 'pty' (pty_open), 'ssh' "
         "(ssh_open; drive it with ssh_run), or a plugin's own name; null when not said.",
     ]
+    world: Annotated[str, "The execution world it runs in ('local': this host)."]
 
 
 class ListValue(TypedDict):
@@ -163,6 +165,7 @@ def spawn_value(result: SpawnResult) -> OpenValue:
         "pid": result.pid,
         "status": result.status.to_wire(),
         "motd": result.motd,
+        "world": result.world,
     }
     if result.name is not None:
         value["name"] = result.name
@@ -224,6 +227,7 @@ def snapshot_value(snapshot: Snapshot) -> SessionValue:
         "cwd": snapshot.cwd,
         "name": snapshot.name,
         "openedBy": snapshot.opened_by,
+        "world": snapshot.world,
     }
     if snapshot.listening:
         value["listening"] = [found.to_wire() for found in snapshot.listening]
