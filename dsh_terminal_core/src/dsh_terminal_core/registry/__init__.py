@@ -10,7 +10,8 @@ May import: the kernel and the provider's value types. Its old path
 """
 
 from ..kernel.errors import BackendCleanupError, TerminalError
-from .service import MAX_COLS, MAX_ROWS, MIN_COLS, MIN_ROWS, TerminalSessionService
+from .checks import MAX_COLS, MAX_ROWS, MIN_COLS, MIN_ROWS
+from .service import TerminalSessionService
 from .types import (
     ALLOWED_SIGNALS,
     MIN_REQUEST_BYTES,

@@ -29,17 +29,24 @@ from ..kernel.cancel import Cancellation, finish_shielded
 from ..kernel.errors import (
     BackendCleanupError,
     DisposeError,
-    DshError,
     InvalidArgument,
     TerminalError,
     owner_not_live,
 )
-from ..kernel.secret import Secret, check_secret_text
 from ..kernel.turns import take_turn
+from .checks import (
+    MAX_READ_COUNT,
+    check_encodable,
+    check_max_bytes,
+    check_secret_send,
+    check_size,
+    is_int,
+    not_at_secret_prompt,
+    validate_spawn,
+)
 from .linematch import compile_line_pattern
 from .types import (
     ALLOWED_SIGNALS,
-    MIN_REQUEST_BYTES,
     BackendSession,
     BackendSpawnContext,
     LineTailSession,
@@ -64,12 +71,6 @@ __all__ = ["LOCAL_WORLD", "TerminalSessionService"]
 
 #: The built-in world: this host, the in-process provider.
 LOCAL_WORLD = "local"
-
-MAX_NAME_LENGTH = 64
-MAX_READ_COUNT = 10_000
-# Window sizes a terminal program can work in; beyond them a resize is a mistake.
-MIN_ROWS, MAX_ROWS = 2, 1000
-MIN_COLS, MAX_COLS = 10, 1000
 
 
 @attrs.define(eq=False)
@@ -206,7 +207,7 @@ class TerminalSessionService:
         ``OWNER_NOT_LIVE`` or ``SERVICE_DISPOSING``. A failed rollback never replaces that
         error; it is kept as :class:`BackendCleanupError` for the owner's disposal.
         """
-        _validate_spawn(request)
+        validate_spawn(request)
         if cancel is not None:
             cancel.raise_if_cancelled()
         if self._disposing:
@@ -521,7 +522,7 @@ class TerminalSessionService:
             raise TerminalError("expected a SendRequest", "INVALID_ARGUMENT")
         if not isinstance(request.text, str):
             raise TerminalError("text must be a string", "INVALID_ARGUMENT")
-        _check_encodable(request.text)
+        check_encodable(request.text)
         if request.keys is not None:
             if request.text:
                 raise TerminalError("send either text or keys, not both", "INVALID_ARGUMENT")
@@ -530,21 +531,21 @@ class TerminalSessionService:
             ):
                 raise TerminalError("keys must be a tuple of strings", "INVALID_ARGUMENT")
             for key in request.keys:
-                _check_encodable(key)
+                check_encodable(key)
         if not isinstance(request.submit, bool):
             raise TerminalError("submit must be a boolean", "INVALID_ARGUMENT")
         if request.cancel is not None and not isinstance(request.cancel, Cancellation):
             raise TerminalError("cancel must be a Cancellation or None", "INVALID_ARGUMENT")
         timeout = request.timeout_ms
-        if timeout is not None and (not _is_int(timeout) or timeout < 1):
+        if timeout is not None and (not is_int(timeout) or timeout < 1):
             raise TerminalError(
                 f"timeoutMs must be an integer of at least 1, got {timeout!r}", "INVALID_ARGUMENT"
             )
-        _check_max_bytes(request.max_bytes)
+        check_max_bytes(request.max_bytes)
         if request.wait_for is not None:
             compile_line_pattern(request.wait_for, "wait_for")  # the same rules as the tool's
         if request.secret is not None:
-            _check_secret_send(entry.session, session_id, request)
+            check_secret_send(entry.session, session_id, request)
         return entry.session.start_send(request)
 
     def hidden_prompt(self, owner: Agent, session_id: str) -> str:
@@ -556,7 +557,7 @@ class TerminalSessionService:
         session = self._authorize(owner, session_id).session
         prompt = session.hidden_prompt() if isinstance(session, SecretPromptSession) else None
         if prompt is None:
-            raise _not_at_secret_prompt(session_id, session)
+            raise not_at_secret_prompt(session_id, session)
         return prompt
 
     def read(self, owner: Agent, session_id: str, request: ReadRequest) -> ReadResult:
@@ -564,13 +565,13 @@ class TerminalSessionService:
         entry = self._authorize(owner, session_id)
         if not isinstance(request, ReadRequest):
             raise TerminalError("expected a ReadRequest", "INVALID_ARGUMENT")
-        if not _is_int(request.offset) or request.offset < 0:
+        if not is_int(request.offset) or request.offset < 0:
             raise TerminalError("offset must be an integer >= 0", "INVALID_ARGUMENT")
-        if not _is_int(request.count) or not 1 <= request.count <= MAX_READ_COUNT:
+        if not is_int(request.count) or not 1 <= request.count <= MAX_READ_COUNT:
             raise TerminalError(
                 f"count must be an integer from 1 to {MAX_READ_COUNT}", "INVALID_ARGUMENT"
             )
-        _check_max_bytes(request.max_bytes)
+        check_max_bytes(request.max_bytes)
         return entry.session.read(request)
 
     async def signal(self, owner: Agent, session_id: str, sig: str) -> SignalResult:
@@ -585,7 +586,7 @@ class TerminalSessionService:
     def resize(self, owner: Agent, session_id: str, rows: int, cols: int) -> TerminalSize:
         """Set the session's window size (``rows`` x ``cols``); the program sees SIGWINCH."""
         entry = self._authorize(owner, session_id)
-        _check_size(rows, cols)
+        check_size(rows, cols)
         return entry.session.resize(rows, cols)
 
     def read_screen(self, owner: Agent, session_id: str) -> ScreenRead:
@@ -719,117 +720,6 @@ class TerminalSessionService:
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def _check_max_bytes(value: object) -> None:
-    if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_REQUEST_BYTES:
-        raise TerminalError(
-            f"max_bytes must be an integer >= {MIN_REQUEST_BYTES} or None", "INVALID_ARGUMENT"
-        )
-
-
-def _validate_spawn(request: SpawnRequest) -> None:
-    if not isinstance(request, SpawnRequest):
-        raise TerminalError("expected a SpawnRequest", "INVALID_ARGUMENT")
-    if not isinstance(request.type, str) or not request.type:
-        raise TerminalError("type must be a non-empty string", "INVALID_ARGUMENT")
-    name = request.name
-    if name is not None and (
-        not isinstance(name, str)
-        or not name
-        or len(name) > MAX_NAME_LENGTH
-        or not name.isprintable()
-    ):
-        raise TerminalError(
-            f"name must be a non-empty printable string of at most {MAX_NAME_LENGTH} characters",
-            "INVALID_ARGUMENT",
-        )
-    if request.cwd is not None and not isinstance(request.cwd, str):
-        raise TerminalError("cwd must be a string", "INVALID_ARGUMENT")
-    opened_by = request.opened_by
-    if opened_by is not None and (
-        not isinstance(opened_by, str)
-        or not opened_by
-        or len(opened_by) > MAX_NAME_LENGTH
-        or not opened_by.isprintable()
-    ):
-        raise TerminalError(
-            f"opened_by must be a non-empty printable string of at most {MAX_NAME_LENGTH} "
-            "characters, or None",
-            "INVALID_ARGUMENT",
-        )
-    if not isinstance(request.screen, bool):
-        raise TerminalError("screen must be a boolean", "INVALID_ARGUMENT")
-    if request.rows is not None or request.cols is not None:
-        _check_size(request.rows, request.cols, partial=True)
-
-
-def _check_size(rows: object, cols: object, *, partial: bool = False) -> None:
-    """Refuse a window size outside what terminals and their programs handle."""
-    for name, value, low, high in (
-        ("rows", rows, MIN_ROWS, MAX_ROWS),
-        ("cols", cols, MIN_COLS, MAX_COLS),
-    ):
-        if partial and value is None:
-            continue
-        if not _is_int(value) or not low <= value <= high:  # type: ignore[operator]
-            raise TerminalError(
-                f"{name} must be an integer from {low} to {high}", "INVALID_ARGUMENT"
-            )
-
-
-def _not_at_secret_prompt(session_id: str, session: object) -> TerminalError:
-    if not isinstance(session, SecretPromptSession):
-        return TerminalError(
-            f"session {session_id} cannot prove a hidden-input prompt (its backend session "
-            f"{type(session).__name__} does not provide hidden_prompt()); nothing was sent",
-            "NOT_AT_SECRET_PROMPT",
-        )
-    return TerminalError(
-        f"session {session_id} is not waiting at a hidden-input (password) prompt; "
-        "nothing was sent. Send the command that asks for the secret first, and send the "
-        "secret once the result says inputHidden=true",
-        "NOT_AT_SECRET_PROMPT",
-    )
-
-
-def _check_secret_send(session: object, session_id: str, request: SendRequest) -> None:
-    if not isinstance(request.secret, Secret):
-        raise TerminalError("secret must be a Secret", "INVALID_ARGUMENT")
-    if request.text or not request.submit:
-        raise TerminalError(
-            "a send carries either text or a secret, not both (the secret is followed by "
-            "Enter); nothing was sent",
-            "INVALID_ARGUMENT",
-        )
-    try:
-        check_secret_text(request.secret)
-    except DshError as exc:
-        raise TerminalError(exc.message, exc.code) from None
-    if not isinstance(session, SecretPromptSession) or session.hidden_prompt() is None:
-        raise _not_at_secret_prompt(session_id, session)
-
-
-def _check_encodable(text: str) -> None:
-    """Refuse text the terminal cannot receive: a lone surrogate has no UTF-8 encoding.
-
-    JSON allows such strings (``"\\ud800"``); left to the write, the send would type
-    nothing and then report a silence as if a command were running.
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise TerminalError(
-            f"text is not valid Unicode: lone surrogate {text[exc.start]!r} at index "
-            f"{exc.start}; nothing was sent",
-            "INVALID_ARGUMENT",
-        ) from None
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # Backend types whose distribution is known, so a missing one can be named: the operator
