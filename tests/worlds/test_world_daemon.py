@@ -323,3 +323,37 @@ async def test_without_persist_a_clean_shutdown_closes_them(daemon: Path) -> Non
         agent = h.create_agent(agent_id)
         await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="d"))
     await _until(lambda: not shells_marked({"DSH_SESSION_ID": agent_id}))
+
+
+async def test_a_silent_channel_is_found_by_the_heartbeat_and_replaced(
+    daemon: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A relay that stops forwarding without closing: what a vanished ssh peer or a cut
+    # kubectl exec stream looks like from here. Only the heartbeat can tell.
+    from dsh_terminal_core.worlds import connection
+
+    monkeypatch.setattr(connection, "HEARTBEAT_S", 0.2)
+    relay = [sys.executable, "-m", "dsh_terminal_core.cli", "world", "--stdio", "--socket"]
+    config = {
+        "sandbox-policy": {"mode": "danger-full-access"},
+        "worlds": {"worlds": {"r": {"command": [*relay, str(daemon)], "key": "beat"}}},
+    }
+    async with Harness(config=config) as h:
+        agent = h.create_agent("beat")
+        terminals = h.ctx.terminals
+        sid = (await terminals.spawn(agent, SpawnRequest(type="shell", world="r"))).session_id
+        link = h.ctx.worlds._links["r"]
+        assert link._process is not None
+        frozen = link._process.pid
+        os.kill(frozen, signal.SIGSTOP)
+        try:
+            await _until(lambda: h.ctx.worlds._links.get("r") not in (None, link), 10)
+            session = terminals.get_session(agent, sid)
+            assert isinstance(session, WorldSession)
+            await _until(lambda: session.suspended is None, 10)
+            sent = await terminals.start_send(agent, sid, SendRequest(text="echo after-beat")).done
+            assert sent.viewport.strip() == "after-beat"
+        finally:
+            with contextlib.suppress(ProcessLookupError):  # reaped by the harness already
+                os.kill(frozen, signal.SIGCONT)
+        await agent.dispose()

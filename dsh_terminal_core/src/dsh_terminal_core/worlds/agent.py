@@ -192,10 +192,21 @@ class WorldAgent:
         key = key_digest(client.get("key") if isinstance(client, dict) else None)
         served = Served(self, connection, key)
         self._connections.add(served)
+        serving = asyncio.current_task()
+
+        def silent(_why: str) -> None:
+            if serving is not None:
+                serving.cancel()  # the read it waits in would never return
+
+        heartbeat = asyncio.get_running_loop().create_task(connection.keep_alive(silent))
         try:
             async for frame in connection.frames():
                 served.handle(frame)
+        except asyncio.CancelledError:
+            if not connection.closed:
+                raise  # a real cancellation, not the heartbeat's
         finally:
+            heartbeat.cancel()
             self._connections.discard(served)
             await served.end()
             connection.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from .frames import MAGIC, Frame, FrameError, FrameReader, encode_frame
@@ -26,6 +26,9 @@ log = logging.getLogger("dsh_terminal_core.worlds")
 _READ_CHUNK = 256 * 1024
 #: The longest output may wait to leave with what follows it (a prompt, a settlement).
 LINGER_S = 0.002
+#: Each side pings after this long; a peer silent for HEARTBEAT_MISSES of them is gone.
+HEARTBEAT_S = 10.0
+HEARTBEAT_MISSES = 3
 
 
 def choose_version(ours: tuple[int, ...], theirs: object) -> int:
@@ -60,6 +63,8 @@ class Connection:
         self._outgoing = bytearray()
         self._flush_scheduled = False
         self._linger: asyncio.TimerHandle | None = None
+        #: When the peer last sent anything (loop time): the heartbeat's evidence.
+        self.last_heard = asyncio.get_running_loop().time()
 
     @property
     def preamble(self) -> bytes:
@@ -159,8 +164,33 @@ class Connection:
                 data = b""
             if not data:
                 return None
+            self.last_heard = asyncio.get_running_loop().time()
             self._pending.extend(self._decoder.feed(data))
         return self._pending.pop(0)
+
+    async def keep_alive(
+        self, on_dead: Callable[[str], None], interval_s: float | None = None
+    ) -> None:
+        """Ping the peer every ``interval_s``; when it was silent 3 intervals, close and
+        call ``on_dead`` (whose job is to stop whatever still reads this connection).
+
+        A half-open channel (an ssh connection whose far end vanished, a ``kubectl exec``
+        stream an idle timeout cut without a FIN, a relay that stopped) then ends within
+        3 intervals, and its sessions are resumed or their leases start, instead of
+        waiting forever on a read that never returns.
+        """
+        loop = asyncio.get_running_loop()
+        interval_s = HEARTBEAT_S if interval_s is None else interval_s
+        n = 0
+        while not self._closed:
+            await asyncio.sleep(interval_s)
+            if loop.time() - self.last_heard > HEARTBEAT_MISSES * interval_s:
+                why = f"the peer was silent for {HEARTBEAT_MISSES * interval_s:g} s"
+                self.bye("HEARTBEAT_LOST", why)
+                on_dead(why)
+                return
+            n += 1
+            self.send({"t": "ping", "n": n})
 
     def bye(self, code: str, message: str) -> None:
         """Say why this side closes, then close."""

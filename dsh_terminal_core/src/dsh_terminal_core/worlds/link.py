@@ -94,6 +94,7 @@ class WorldLink:
         # before the answer that names it, so they wait here for attach().
         self._unclaimed: dict[str, list[Frame]] = {}
         self._reader: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
         self._lost: str | None = None
         self.hello: dict[str, Any] = {}
         self.version = PROTOCOL_VERSIONS[-1]
@@ -111,7 +112,15 @@ class WorldLink:
         return world_id
 
     def start(self) -> None:
-        self._reader = asyncio.get_running_loop().create_task(self._read())
+        loop = asyncio.get_running_loop()
+        self._reader = loop.create_task(self._read())
+        self._heartbeat = loop.create_task(self._conn.keep_alive(self._silent))
+
+    def _silent(self, why: str) -> None:
+        """The heartbeat found the peer gone; the read waiting on it would never return."""
+        if self._reader is not None:
+            self._reader.cancel()
+        self._end(f"heartbeat lost: {why}")
 
     def attach(self, sid: str, session: WorldEvents) -> None:
         self._sessions[sid] = session
@@ -158,6 +167,8 @@ class WorldLink:
                     break
                 elif frame.type == "ping":
                     self._conn.send({"t": "pong", "n": frame.header.get("n")})
+                elif frame.type == "pong":
+                    continue
                 else:
                     sid = frame.header.get("sid")
                     if not isinstance(sid, str):
@@ -188,6 +199,8 @@ class WorldLink:
             return
         self._lost = why
         self._conn.close()
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
         waiting, self._waiting = self._waiting, {}
         for waiter in waiting.values():
             if not waiter.done():
