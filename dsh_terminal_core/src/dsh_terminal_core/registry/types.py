@@ -6,7 +6,7 @@ import asyncio
 import re
 from collections.abc import Awaitable, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, NotRequired, Protocol, TypedDict, runtime_checkable
 
 import attrs
 
@@ -37,6 +37,7 @@ __all__ = [
     "SendRequest",
     "SendResult",
     "SessionStatus",
+    "SessionStatusValue",
     "SignalResult",
     "Snapshot",
     "SpawnRequest",
@@ -59,6 +60,14 @@ class WaitReason(StrEnum):
     MATCHED = "matched"
 
 
+class SessionStatusValue(TypedDict):
+    """A :class:`SessionStatus` on the wire: ``exitCode`` and ``signal`` once exited."""
+
+    kind: Literal["running", "exited"]
+    exitCode: NotRequired[int | None]
+    signal: NotRequired[str | None]
+
+
 @attrs.frozen(kw_only=True)
 class SessionStatus:
     """``running``, or ``exited`` with the exit code or the signal name that ended it."""
@@ -71,8 +80,8 @@ class SessionStatus:
     def running(cls) -> SessionStatus:
         return cls(kind="running")
 
-    def to_wire(self) -> dict[str, object]:
-        wire: dict[str, object] = {"kind": self.kind}
+    def to_wire(self) -> SessionStatusValue:
+        wire: SessionStatusValue = {"kind": self.kind}
         if self.kind == "exited":
             wire["exitCode"] = self.exit_code
             wire["signal"] = self.signal
