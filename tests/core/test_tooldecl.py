@@ -50,10 +50,20 @@ def test_the_input_schema_is_the_arguments_typed_dict() -> None:
     assert params["additionalProperties"] is False
     props = params["properties"]
     assert list(props) == [
-        "sessionId", "text", "timeoutMs", "keys", "secret", "env", "mode", "extra"
+        "sessionId",
+        "text",
+        "timeoutMs",
+        "keys",
+        "secret",
+        "env",
+        "mode",
+        "extra",
     ]
     assert props["sessionId"] == {
-        "type": "string", "minLength": 1, "maxLength": 64, "description": "The session id."
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 64,
+        "description": "The session id.",
     }
     assert props["timeoutMs"] == {"type": "integer", "minimum": 1, "maximum": 600000}
     assert props["keys"] == {
@@ -106,11 +116,38 @@ async def test_the_registry_checks_declared_arguments() -> None:
         await agent.dispose()
 
 
+class EchoArgs(TypedDict):
+    text: str
+
+
+@tool("demo_echo", description="Say it back.")
+async def demo_echo(args: EchoArgs, exec_: ToolExec) -> str:
+    return args["text"]
+
+
+async def test_a_text_value_declares_no_output_schema() -> None:
+    assert demo_echo.output_schema is None
+    assert demo_echo.parameters["required"] == ["text"]
+    registry = ToolRegistry()
+    registry.register(demo_echo)
+    agent = Agent("decl-text")
+    try:
+        result = await registry.call("demo_echo", {"text": "hi"}, ToolExec(agent=agent))
+        assert (result.text, result.value, result.is_error) == ("hi", "hi", False)
+    finally:
+        await agent.dispose()
+
+
 def test_a_declaration_that_is_not_typed_fails_at_import() -> None:
     with pytest.raises(TypeError, match="TypedDict"):
 
         @tool("untyped", description="d")
         async def untyped(args: dict[str, Any], exec_: ToolExec) -> None: ...
+
+    with pytest.raises(TypeError, match="TypedDict, str or None"):
+
+        @tool("counted", description="d")
+        async def counted(args: EchoArgs, exec_: ToolExec) -> int: ...
 
     with pytest.raises(TypeError, match="no JSON schema"):
         derive_schema(set[int], closed=True)

@@ -13,56 +13,50 @@ tools is told what to do with them instead (:func:`_for_pty`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+import functools
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Annotated, NotRequired, TypedDict, TypeVar
 
 from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
 from dsh_terminal_core.kernel.errors import ErrorCode, TerminalError
-from dsh_terminal_core.kernel.tools import Execute, Tool, ToolExec
-from dsh_terminal_core.registry import STATUS_SCHEMA, status_text
+from dsh_terminal_core.kernel.tooldecl import Range, Text, tool
+from dsh_terminal_core.kernel.tools import Tool, ToolExec
+from dsh_terminal_core.registry import status_text
 
 from .service import PtySessionService
+from .types import PtyOpenedValue, PtySentValue, PtyTailValue
 
 __all__ = ["pty_tools"]
 
+SessionId = Annotated[str, Text(1, 64), "Session id from pty_open."]
 
-# JSON schemas of the four values: each tool's MCP ``outputSchema``.
-OPEN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "sessionId": {"type": "string"},
-        "pid": {"type": "integer"},
-        "status": STATUS_SCHEMA,
-        "initialOutput": {"type": "string"},
-    },
-    "required": ["sessionId", "pid", "status", "initialOutput"],
-}
-SEND_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"delta": {"type": "string"}, "status": STATUS_SCHEMA},
-    "required": ["delta", "status"],
-}
-TAIL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "text": {"type": "string"},
-        "lines": {"type": "integer"},
-        "truncated": {"type": "boolean"},
-    },
-    "required": ["text", "lines", "truncated"],
-}
-CLOSE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"closed": {"type": "boolean"}},
-    "required": ["closed"],
-}
 
-_ID = {
-    "type": "string",
-    "minLength": 1,
-    "maxLength": 64,
-    "description": "Session id from pty_open.",
-}
+class OpenArgs(TypedDict):
+    command: Annotated[str, Text(1, 100000)]
+    cwd: NotRequired[Annotated[str, Text(1, 4096)]]
+    env: NotRequired[
+        Annotated[dict[str, str], "Environment variables to export before the command."]
+    ]
+
+
+class SendArgs(TypedDict):
+    id: SessionId
+    data: Annotated[str, Text(max_length=1000000)]
+    submit: NotRequired[bool]
+
+
+class TailArgs(TypedDict):
+    id: SessionId
+    lines: NotRequired[Annotated[int, Range(1, 10000)]]
+
+
+class CloseArgs(TypedDict):
+    id: SessionId
+
+
+class Closed(TypedDict):
+    closed: bool
+
 
 # What to do next, said with the pty_* tools, for the refusals whose advice names others.
 _PTY_ADVICE: dict[str, str] = {
@@ -94,31 +88,80 @@ def _for_pty(exc: TerminalError, session_id: object) -> TerminalError:
     return TerminalError(fact, exc.code, advice=advice)
 
 
-def _pty_errors(execute: Execute) -> Execute:
-    """Run ``execute``, giving its session refusals pty advice (:func:`_for_pty`)."""
+Args = TypeVar("Args", bound=Mapping[str, object])
+Value = TypeVar("Value")
 
-    async def run(args: dict[str, Any], exec_: ToolExec) -> Any:
-        try:
-            return await execute(args, exec_)
-        except TerminalError as exc:
-            advised = _for_pty(exc, args.get("id"))
-            if advised is exc:
-                raise
-            raise advised from exc
 
-    return run
+def _finalize(text: str) -> str:
+    return cap_text(text, MAX_RESULT_BYTES)
+
+
+def _pty_tool(
+    name: str, *, description: str, render: Callable[[Args, Value], str]
+) -> Callable[[Callable[[Args, ToolExec], Awaitable[Value]]], Tool]:
+    """:func:`tool`, the text bounded, session refusals given pty advice (:func:`_for_pty`)."""
+    declare = tool(name, description=description, render=render, finalize=_finalize)
+
+    def advised(execute: Callable[[Args, ToolExec], Awaitable[Value]]) -> Tool:
+        @functools.wraps(execute)
+        async def run(args: Args, exec_: ToolExec) -> Value:
+            try:
+                return await execute(args, exec_)
+            except TerminalError as exc:
+                advised = _for_pty(exc, args.get("id"))
+                if advised is exc:
+                    raise
+                raise advised from exc
+
+        return declare(run)
+
+    return advised
+
+
+def _render_open(_args: OpenArgs, v: PtyOpenedValue) -> str:
+    head = f"opened {v['sessionId']} (pid {v['pid']}, {status_text(v['status'])})\n"
+    return cap_text(v["initialOutput"], MAX_RESULT_BYTES, prefix=head, keep="tail")
+
+
+def _render_send(_args: SendArgs, v: PtySentValue) -> str:
+    newline = "\n" if v["delta"] and not v["delta"].endswith("\n") else ""
+    suffix = f"{newline}[{status_text(v['status'])}]"
+    return cap_text(v["delta"], MAX_RESULT_BYTES, suffix=suffix, keep="tail")
+
+
+def _render_tail(_args: TailArgs, v: PtyTailValue) -> str:
+    skipped = "; older new lines skipped" if v["truncated"] else ""
+    head = f"[{v['lines']} new line(s){skipped}]\n"
+    return cap_text(v["text"], MAX_RESULT_BYTES, prefix=head, keep="tail")
+
+
+def _render_close(args: CloseArgs, v: Closed) -> str:
+    return f"closed {args['id']}" if v["closed"] else f"{args['id']} was already closed"
 
 
 def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
     """Build ``pty_open``, ``pty_send``, ``pty_tail`` and ``pty_close`` over ``pty()``."""
 
-    def finalize(text: str) -> str:
-        return cap_text(text, MAX_RESULT_BYTES)
-
-    async def open_(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    @_pty_tool(
+        "pty_open",
+        description=(
+            "Start a command in a new persistent PTY session (run inside a shell) and return "
+            "its id and the output it printed first. env values are exported exactly."
+        ),
+        render=_render_open,
+    )
+    async def pty_open(args: OpenArgs, exec_: ToolExec) -> PtyOpenedValue:
         return (await pty().open(exec_.agent, args, exec_.cancel)).to_wire()
 
-    async def send(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    @_pty_tool(
+        "pty_send",
+        description=(
+            "Write data to a PTY session (Enter appended unless submit=false, which sends "
+            "the exact bytes) and return the output read while it settles."
+        ),
+        render=_render_send,
+    )
+    async def pty_send(args: SendArgs, exec_: ToolExec) -> PtySentValue:
         service = pty()
         # Refused like terminal_send: an exited session has nothing to type into. A send
         # in flight when its program exits still returns, with status exited.
@@ -131,111 +174,25 @@ def pty_tools(pty: Callable[[], PtySessionService]) -> list[Tool]:
             )
         return (await service.send(exec_.agent, args["id"], args, exec_.cancel)).to_wire()
 
-    async def tail(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    @_pty_tool(
+        "pty_tail",
+        description=(
+            "Return the complete lines a PTY session printed since the previous pty_tail "
+            "(never repeated); at most `lines` of the newest. A line still being written "
+            "(e.g. a prompt without newline) appears once it is complete."
+        ),
+        render=_render_tail,
+    )
+    async def pty_tail(args: TailArgs, exec_: ToolExec) -> PtyTailValue:
         return pty().tail(exec_.agent, args["id"], args.get("lines")).to_wire()
 
-    async def close(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    @_pty_tool(
+        "pty_close",
+        description="Close a PTY session and end its processes; closed=false if it was "
+        "already gone.",
+        render=_render_close,
+    )
+    async def pty_close(args: CloseArgs, exec_: ToolExec) -> Closed:
         return {"closed": await pty().close(exec_.agent, args["id"])}
 
-    def render_open(_args: dict[str, Any], v: dict[str, Any]) -> str:
-        head = f"opened {v['sessionId']} (pid {v['pid']}, {status_text(v['status'])})\n"
-        return cap_text(v["initialOutput"], MAX_RESULT_BYTES, prefix=head, keep="tail")
-
-    def render_send(_args: dict[str, Any], v: dict[str, Any]) -> str:
-        newline = "\n" if v["delta"] and not v["delta"].endswith("\n") else ""
-        suffix = f"{newline}[{status_text(v['status'])}]"
-        return cap_text(v["delta"], MAX_RESULT_BYTES, suffix=suffix, keep="tail")
-
-    def render_tail(args: dict[str, Any], v: dict[str, Any]) -> str:
-        skipped = "; older new lines skipped" if v["truncated"] else ""
-        head = f"[{v['lines']} new line(s){skipped}]\n"
-        return cap_text(v["text"], MAX_RESULT_BYTES, prefix=head, keep="tail")
-
-    def render_close(args: dict[str, Any], v: dict[str, Any]) -> str:
-        return f"closed {args['id']}" if v["closed"] else f"{args['id']} was already closed"
-
-    return [
-        Tool(
-            name="pty_open",
-            description=(
-                "Start a command in a new persistent PTY session (run inside a shell) and return "
-                "its id and the output it printed first. env values are exported exactly."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "minLength": 1, "maxLength": 100000},
-                    "cwd": {"type": "string", "minLength": 1, "maxLength": 4096},
-                    "env": {
-                        "type": "object",
-                        "additionalProperties": {"type": "string"},
-                        "description": "Environment variables to export before the command.",
-                    },
-                },
-                "required": ["command"],
-                "additionalProperties": False,
-            },
-            execute=_pty_errors(open_),
-            output_schema=OPEN_SCHEMA,
-            render=render_open,
-            finalize=finalize,
-        ),
-        Tool(
-            name="pty_send",
-            description=(
-                "Write data to a PTY session (Enter appended unless submit=false, which sends "
-                "the exact bytes) and return the output read while it settles."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "id": _ID,
-                    "data": {"type": "string", "maxLength": 1000000},
-                    "submit": {"type": "boolean"},
-                },
-                "required": ["id", "data"],
-                "additionalProperties": False,
-            },
-            execute=_pty_errors(send),
-            output_schema=SEND_SCHEMA,
-            render=render_send,
-            finalize=finalize,
-        ),
-        Tool(
-            name="pty_tail",
-            description=(
-                "Return the complete lines a PTY session printed since the previous pty_tail "
-                "(never repeated); at most `lines` of the newest. A line still being written "
-                "(e.g. a prompt without newline) appears once it is complete."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "id": _ID,
-                    "lines": {"type": "integer", "minimum": 1, "maximum": 10000},
-                },
-                "required": ["id"],
-                "additionalProperties": False,
-            },
-            execute=_pty_errors(tail),
-            output_schema=TAIL_SCHEMA,
-            render=render_tail,
-            finalize=finalize,
-        ),
-        Tool(
-            name="pty_close",
-            description=(
-                "Close a PTY session and end its processes; closed=false if it was already gone."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {"id": _ID},
-                "required": ["id"],
-                "additionalProperties": False,
-            },
-            execute=_pty_errors(close),
-            output_schema=CLOSE_SCHEMA,
-            render=render_close,
-            finalize=finalize,
-        ),
-    ]
+    return [pty_open, pty_send, pty_tail, pty_close]

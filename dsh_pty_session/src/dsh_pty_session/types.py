@@ -10,7 +10,7 @@ the tools and the facade cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import attrs
 
@@ -21,6 +21,7 @@ from dsh_terminal_core.registry import (
     SendOperation,
     SendRequest,
     SessionStatus,
+    SessionStatusValue,
     SpawnRequest,
     SpawnResult,
 )
@@ -32,9 +33,12 @@ __all__ = [
     "LineTailSession",
     "LineWaitSession",
     "PtyOpened",
+    "PtyOpenedValue",
     "PtyRegistry",
     "PtySent",
+    "PtySentValue",
     "PtyTail",
+    "PtyTailValue",
     "PtyWaited",
     "WaitEnd",
 ]
@@ -91,6 +95,30 @@ class LineWaitSession(LineTailSession, Protocol):
         ...
 
 
+class PtyOpenedValue(TypedDict):
+    """A :class:`PtyOpened` on the wire: the ``pty_open`` tool's value."""
+
+    sessionId: str
+    pid: int
+    status: SessionStatusValue
+    initialOutput: str
+
+
+class PtySentValue(TypedDict):
+    """A :class:`PtySent` on the wire: the ``pty_send`` tool's value."""
+
+    delta: str
+    status: SessionStatusValue
+
+
+class PtyTailValue(TypedDict):
+    """A :class:`PtyTail` on the wire: the ``pty_tail`` tool's value."""
+
+    text: str
+    lines: int
+    truncated: bool
+
+
 @attrs.frozen(kw_only=True)
 class PtyOpened:
     """A started session: its id, the pid of its terminal process, and its first output."""
@@ -100,7 +128,7 @@ class PtyOpened:
     status: SessionStatus
     initial_output: str
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> PtyOpenedValue:
         return {
             "sessionId": self.session_id,
             "pid": self.pid,
@@ -116,7 +144,7 @@ class PtySent:
     delta: str
     status: SessionStatus
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> PtySentValue:
         return {"delta": self.delta, "status": self.status.to_wire()}
 
 
@@ -128,7 +156,7 @@ class PtyTail:
     lines: int
     truncated: bool
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> PtyTailValue:
         return {"text": self.text, "lines": self.lines, "truncated": self.truncated}
 
 

@@ -29,11 +29,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Union
+from typing import Any, NotRequired, TypedDict, Union
 
 __all__ = [
     "MiList",
     "MiRecord",
+    "MiRecordValue",
     "MiSyntaxError",
     "MiTuple",
     "MiValue",
@@ -100,6 +101,20 @@ class MiSyntaxError(ValueError):
         self.position = position
 
 
+# A record on the wire (``class`` is a keyword, hence the functional form). ``results``
+# is an ``MiTuple``; its schema says only "object", as MI values nest without bound.
+MiRecordValue = TypedDict(
+    "MiRecordValue",
+    {
+        "kind": str,
+        "token": NotRequired[int],
+        "class": NotRequired[str],
+        "results": NotRequired[dict[str, Any]],
+        "text": NotRequired[str],
+    },
+)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MiRecord:
     """One line of gdb output, classified and parsed.
@@ -125,9 +140,9 @@ class MiRecord:
     def is_stopped(self) -> bool:
         return self.kind is RecordKind.EXEC and self.record_class == "stopped"
 
-    def to_wire(self) -> dict[str, Any]:
+    def to_wire(self) -> MiRecordValue:
         """JSON-able form: ``kind`` always, the other fields when they carry something."""
-        wire: dict[str, Any] = {"kind": str(self.kind)}
+        wire: MiRecordValue = {"kind": str(self.kind)}
         if self.token is not None:
             wire["token"] = self.token
         if self.record_class is not None:

@@ -10,15 +10,16 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, NotRequired, TypedDict
 
 from dsh_pty_session import PtySessionService
 from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
 from dsh_terminal_core.kernel.agents import Agent
 from dsh_terminal_core.kernel.cancel import Cancellation
+from dsh_terminal_core.kernel.tooldecl import Range, Text, tool
 from dsh_terminal_core.kernel.tools import Tool, ToolExec
 
-from .records import MiRecord
+from .records import MiRecord, MiRecordValue
 from .session import GdbMiSession
 
 __all__ = ["GdbMiSessions", "gdb_mi_tool"]
@@ -68,35 +69,40 @@ class GdbMiSessions:
             await self.forget(agent)
 
 
-# The JSON schema of the tool's value (its MCP ``outputSchema``): records as parsed.
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "sessionId": {"type": "string"},
-        "records": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "kind": {"type": "string"},
-                    "token": {"type": "integer"},
-                    "class": {"type": "string"},
-                    "results": {"type": "object"},
-                    "text": {"type": "string"},
-                },
-                "required": ["kind"],
-            },
-        },
-        "output": {"type": "string"},
-    },
-    "required": ["sessionId", "records", "output"],
-}
+class GdbMiArgs(TypedDict):
+    command: Annotated[str, Text(1, 4096)]
+    waitForStop: NotRequired[bool]
+    timeoutMs: NotRequired[Annotated[int, Range(1, 600000)]]
+
+
+class GdbMiValue(TypedDict):
+    """The tool's value: the records as parsed, and the lines they came from."""
+
+    sessionId: str
+    records: list[MiRecordValue]
+    output: str
 
 
 def gdb_mi_tool(sessions: GdbMiSessions) -> Tool:
     """Build the ``gdb_mi`` tool over ``sessions``."""
 
-    async def execute(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    def render(_args: GdbMiArgs, value: GdbMiValue) -> str:
+        return cap_text(value["output"] or "(no output)", MAX_RESULT_BYTES, keep="tail")
+
+    @tool(
+        "gdb_mi",
+        description=(
+            "Run one GDB/MI command in this agent's gdb (started on first use, kept between "
+            "calls) and return the parsed MI records, e.g. '-file-exec-and-symbols ./prog', "
+            "'-break-insert main', '-exec-run', '-exec-next', "
+            "'-data-evaluate-expression x', '-gdb-exit'. After a command that resumes the "
+            "program (^running) it also waits for the *stopped record unless waitForStop "
+            "is false."
+        ),
+        render=render,
+        finalize=lambda text: cap_text(text, MAX_RESULT_BYTES),
+    )
+    async def gdb_mi(args: GdbMiArgs, exec_: ToolExec) -> GdbMiValue:
         timeout = args.get("timeoutMs", DEFAULT_TIMEOUT_MS) / 1000
         session = await sessions.for_agent(exec_.agent, exec_.cancel)
         records: list[MiRecord] = await session.command(args["command"], timeout)
@@ -107,7 +113,7 @@ def gdb_mi_tool(sessions: GdbMiSessions) -> Tool:
             and result.record_class == "running"
         ):
             records += await session.wait_for_stopped(timeout)
-        value = {
+        value: GdbMiValue = {
             "sessionId": session.session_id,
             "records": [r.to_wire() for r in records],
             "output": "\n".join(r.raw for r in records),
@@ -116,31 +122,4 @@ def gdb_mi_tool(sessions: GdbMiSessions) -> Tool:
             await sessions.forget(exec_.agent)
         return value
 
-    def render(_args: dict[str, Any], value: dict[str, Any]) -> str:
-        return cap_text(value["output"] or "(no output)", MAX_RESULT_BYTES, keep="tail")
-
-    return Tool(
-        name="gdb_mi",
-        description=(
-            "Run one GDB/MI command in this agent's gdb (started on first use, kept between "
-            "calls) and return the parsed MI records, e.g. '-file-exec-and-symbols ./prog', "
-            "'-break-insert main', '-exec-run', '-exec-next', "
-            "'-data-evaluate-expression x', '-gdb-exit'. After a command that resumes the "
-            "program (^running) it also waits for the *stopped record unless waitForStop "
-            "is false."
-        ),
-        parameters={
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "minLength": 1, "maxLength": 4096},
-                "waitForStop": {"type": "boolean"},
-                "timeoutMs": {"type": "integer", "minimum": 1, "maximum": 600000},
-            },
-            "required": ["command"],
-            "additionalProperties": False,
-        },
-        execute=execute,
-        render=render,
-        finalize=lambda text: cap_text(text, MAX_RESULT_BYTES),
-        output_schema=OUTPUT_SCHEMA,
-    )
+    return gdb_mi

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import TypedDict
 
 import attrs
 
@@ -27,11 +28,20 @@ from .errors import SshError
 from .options import Destination
 from .remote import MAX_LINE_BYTES, RemoteProtocol, quote
 
-__all__ = ["RunResult", "SshSession"]
+__all__ = ["RunResult", "RunValue", "SshSession"]
 
 _INTERRUPT = "\x03"
 # The status a shell reports after SIGINT (128 + 2): what a ^C at an idle prompt prints.
 _SIGINT_STATUS = 130
+
+
+class RunValue(TypedDict):
+    """A :class:`RunResult` on the wire: the ``ssh_run`` tool's value."""
+
+    output: str
+    exitCode: int | None
+    waitReason: str
+    truncated: bool
 
 
 @attrs.frozen(kw_only=True)
@@ -48,7 +58,7 @@ class RunResult:
     wait_reason: str
     truncated: bool = False
 
-    def to_wire(self) -> dict[str, object]:
+    def to_wire(self) -> RunValue:
         return {
             "output": self.output,
             "exitCode": self.exit_code,

@@ -4,56 +4,67 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, NotRequired, TypedDict
 
 from dsh_terminal_core import MAX_RESULT_BYTES, cap_text
 from dsh_terminal_core.kernel.errors import ErrorCode, InvalidArgument, TerminalError
+from dsh_terminal_core.kernel.tooldecl import Range, Text, tool
 from dsh_terminal_core.kernel.tools import Tool, ToolExec
 from dsh_terminal_core.secrets import Secret, SecretsService
 
 from .askpass import LoginSecrets
 from .options import Destination
 from .service import SshService
+from .session import RunValue
 
 __all__ = ["ssh_tools"]
 
 DEFAULT_TIMEOUT_MS = 30000
 
-_SESSION_ID = {"type": "string", "minLength": 1, "maxLength": 64}
+SessionId = Annotated[str, Text(1, 64)]
+SecretName = Annotated[str, Text(1, 256)]
 
-# JSON schemas of the four values: each tool's MCP ``outputSchema``.
-OPEN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "sessionId": {"type": "string"},
-        "host": {"type": "string"},
-        "port": {"type": "integer"},
-        "user": {"type": ["string", "null"]},
-        "banner": {"type": "string"},
-        "name": {"type": "string"},
-    },
-    "required": ["sessionId", "host", "port", "user", "banner"],
-}
-RUN_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "output": {"type": "string"},
-        "exitCode": {"type": ["integer", "null"]},
-        "waitReason": {"type": "string"},
-        "truncated": {"type": "boolean"},
-    },
-    "required": ["output", "exitCode", "waitReason", "truncated"],
-}
-INTERRUPT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"delivered": {"type": "boolean"}, "exitCode": {"type": "integer"}},
-    "required": ["delivered"],
-}
-CLOSE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"closed": {"type": "boolean"}},
-    "required": ["closed"],
-}
+
+class OpenArgs(TypedDict):
+    host: Annotated[str, Text(1, 255)]
+    port: NotRequired[Annotated[int, Range(1, 65535)]]
+    user: NotRequired[Annotated[str, Text(1, 64)]]
+    identityFile: NotRequired[Annotated[str, Text(1, 4096)]]
+    name: NotRequired[Annotated[str, Text(1, 64)]]
+    passwordSecret: NotRequired[
+        Annotated[SecretName, "Name of the secret holding the login password."]
+    ]
+    passphraseSecret: NotRequired[
+        Annotated[SecretName, "Name of the secret holding identityFile's passphrase."]
+    ]
+
+
+class Opened(TypedDict):
+    sessionId: str
+    host: str
+    port: int
+    user: str | None
+    banner: str
+    name: NotRequired[str]
+
+
+class RunArgs(TypedDict):
+    sessionId: SessionId
+    command: Annotated[str, Text(max_length=65536)]
+    timeoutMs: NotRequired[Annotated[int, Range(1, 3600000)]]
+
+
+class SessionArgs(TypedDict):
+    sessionId: SessionId
+
+
+class Interrupted(TypedDict):
+    delivered: bool
+    exitCode: NotRequired[int]
+
+
+class Closed(TypedDict):
+    closed: bool
 
 
 def _finalize(text: str) -> str:
@@ -83,7 +94,18 @@ def ssh_tools(
             )
         return found
 
-    async def open_(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    @tool(
+        "ssh_open",
+        description=(
+            "Log in to a host over ssh (OpenSSH client, key authentication) and keep a "
+            "remote shell open for ssh_run. A second open to the same host reuses the "
+            "connection. Fails fast with SSH_CONNECT, SSH_HOST_KEY or SSH_AUTH. A "
+            "password or key passphrase is answered only from a named secret "
+            "(passwordSecret, passphraseSecret) you never see; nothing is guessed."
+        ),
+        finalize=_finalize,
+    )
+    async def ssh_open(args: OpenArgs, exec_: ToolExec) -> Opened:
         # Named secrets are resolved before anything else: an unknown name is NO_SECRET.
         login = LoginSecrets(
             password=await secret(args.get("passwordSecret"), "login password", exec_),
@@ -101,7 +123,7 @@ def ssh_tools(
         session = await service().open(
             exec_.agent, destination, args.get("name"), exec_.cancel, login or None
         )
-        value: dict[str, Any] = {
+        value: Opened = {
             "sessionId": session.session_id,
             "host": destination.host,
             "port": destination.port,
@@ -112,7 +134,24 @@ def ssh_tools(
             value["name"] = session.name
         return value
 
-    async def run(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    def render_run(_args: RunArgs, value: RunValue) -> str:
+        reason = value["waitReason"]
+        status = f"[exit {value['exitCode']}]" if reason == "stdin_read" else f"[{reason}]"
+        return cap_text(f"{value['output']}\n{status}", MAX_RESULT_BYTES, keep="tail")
+
+    @tool(
+        "ssh_run",
+        description=(
+            "Run a shell command in an open ssh session and return its output and exit "
+            "code once it finishes (waitReason stdin_read). Working directory and "
+            "variables persist between runs. At timeoutMs it returns waitReason "
+            "timeout while the command keeps running: ssh_interrupt stops it, or "
+            "ssh_run with command '' keeps waiting. session_exit: the connection ended."
+        ),
+        render=render_run,
+        finalize=_finalize,
+    )
+    async def ssh_run(args: RunArgs, exec_: ToolExec) -> RunValue:
         session = service().get(exec_.agent, args["sessionId"])
         exec_.cancel.raise_if_cancelled()
         # A cancelled call stops waiting; the command keeps running remotely, as after a
@@ -134,115 +173,31 @@ def ssh_tools(
             remove()
         return result.to_wire()
 
-    def render_run(_args: dict[str, Any], value: dict[str, Any]) -> str:
-        reason = value["waitReason"]
-        status = f"[exit {value['exitCode']}]" if reason == "stdin_read" else f"[{reason}]"
-        return cap_text(f"{value['output']}\n{status}", MAX_RESULT_BYTES, keep="tail")
-
-    async def interrupt(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    @tool(
+        "ssh_interrupt",
+        description=(
+            "Send Ctrl-C to the remote terminal of an ssh session, stopping the command "
+            "that runs there (the connection stays). delivered is false when no command "
+            "was running."
+        ),
+        finalize=_finalize,
+    )
+    async def ssh_interrupt(args: SessionArgs, exec_: ToolExec) -> Interrupted:
         session = service().get(exec_.agent, args["sessionId"])
         delivered, exit_code = await session.interrupt()
-        value: dict[str, Any] = {"delivered": delivered}
+        value: Interrupted = {"delivered": delivered}
         if exit_code is not None:
             value["exitCode"] = exit_code
         return value
 
-    async def close(args: dict[str, Any], exec_: ToolExec) -> dict[str, Any]:
+    @tool(
+        "ssh_close",
+        description=(
+            "Close an ssh session and end its remote shell; closed is false if it was already gone."
+        ),
+        finalize=_finalize,
+    )
+    async def ssh_close(args: SessionArgs, exec_: ToolExec) -> Closed:
         return {"closed": await service().close(exec_.agent, args["sessionId"])}
 
-    return [
-        Tool(
-            name="ssh_open",
-            description=(
-                "Log in to a host over ssh (OpenSSH client, key authentication) and keep a "
-                "remote shell open for ssh_run. A second open to the same host reuses the "
-                "connection. Fails fast with SSH_CONNECT, SSH_HOST_KEY or SSH_AUTH. A "
-                "password or key passphrase is answered only from a named secret "
-                "(passwordSecret, passphraseSecret) you never see; nothing is guessed."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "host": {"type": "string", "minLength": 1, "maxLength": 255},
-                    "port": {"type": "integer", "minimum": 1, "maximum": 65535},
-                    "user": {"type": "string", "minLength": 1, "maxLength": 64},
-                    "identityFile": {"type": "string", "minLength": 1, "maxLength": 4096},
-                    "name": {"type": "string", "minLength": 1, "maxLength": 64},
-                    "passwordSecret": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 256,
-                        "description": "Name of the secret holding the login password.",
-                    },
-                    "passphraseSecret": {
-                        "type": "string",
-                        "minLength": 1,
-                        "maxLength": 256,
-                        "description": "Name of the secret holding identityFile's passphrase.",
-                    },
-                },
-                "required": ["host"],
-                "additionalProperties": False,
-            },
-            execute=open_,
-            output_schema=OPEN_SCHEMA,
-            finalize=_finalize,
-        ),
-        Tool(
-            name="ssh_run",
-            description=(
-                "Run a shell command in an open ssh session and return its output and exit "
-                "code once it finishes (waitReason stdin_read). Working directory and "
-                "variables persist between runs. At timeoutMs it returns waitReason "
-                "timeout while the command keeps running: ssh_interrupt stops it, or "
-                "ssh_run with command '' keeps waiting. session_exit: the connection ended."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {
-                    "sessionId": _SESSION_ID,
-                    "command": {"type": "string", "maxLength": 65536},
-                    "timeoutMs": {"type": "integer", "minimum": 1, "maximum": 3600000},
-                },
-                "required": ["sessionId", "command"],
-                "additionalProperties": False,
-            },
-            execute=run,
-            output_schema=RUN_SCHEMA,
-            render=render_run,
-            finalize=_finalize,
-        ),
-        Tool(
-            name="ssh_interrupt",
-            description=(
-                "Send Ctrl-C to the remote terminal of an ssh session, stopping the command "
-                "that runs there (the connection stays). delivered is false when no command "
-                "was running."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {"sessionId": _SESSION_ID},
-                "required": ["sessionId"],
-                "additionalProperties": False,
-            },
-            execute=interrupt,
-            output_schema=INTERRUPT_SCHEMA,
-            finalize=_finalize,
-        ),
-        Tool(
-            name="ssh_close",
-            description=(
-                "Close an ssh session and end its remote shell; closed is false if it was "
-                "already gone."
-            ),
-            parameters={
-                "type": "object",
-                "properties": {"sessionId": _SESSION_ID},
-                "required": ["sessionId"],
-                "additionalProperties": False,
-            },
-            execute=close,
-            output_schema=CLOSE_SCHEMA,
-            finalize=_finalize,
-        ),
-    ]
+    return [ssh_open, ssh_run, ssh_interrupt, ssh_close]

@@ -8,7 +8,8 @@ once, at declaration, to derive what clients are offered and what the registry c
 - the input schema (``Tool.parameters``): an object of the arguments, the required ones
   in ``required``, no other key allowed;
 - the output schema (``Tool.output_schema``, MCP's ``outputSchema``): an object of the
-  value's fields, the required ones in ``required``.
+  value's fields, the required ones in ``required`` (none for a value that is a plain
+  ``str``, its own text).
 
 Bounds and descriptions ride on ``Annotated`` metadata — a plain string is the
 description, :class:`Text`, :class:`Range` and :class:`Items` bound strings, numbers and
@@ -38,7 +39,17 @@ import inspect
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Literal, NotRequired, Required, Union, get_args, get_origin
+from typing import (
+    Any,
+    Literal,
+    NotRequired,
+    Protocol,
+    Required,
+    Union,
+    get_args,
+    get_origin,
+    overload,
+)
 
 import attrs
 
@@ -100,6 +111,32 @@ def _present(**keywords: Any) -> dict[str, Any]:
     return {key: value for key, value in keywords.items() if value is not None}
 
 
+class _Declare(Protocol):
+    """What ``tool(...)`` without ``render`` returns: it takes any typed tool function."""
+
+    def __call__(self, execute: Callable[[A, ToolExec], Awaitable[V]], /) -> Tool: ...
+
+
+@overload
+def tool(
+    name: str,
+    *,
+    description: str,
+    render: None = None,
+    finalize: Finalize | None = None,
+) -> _Declare: ...
+
+
+@overload
+def tool(
+    name: str,
+    *,
+    description: str,
+    render: Callable[[A, V], str],
+    finalize: Finalize | None = None,
+) -> Callable[[Callable[[A, ToolExec], Awaitable[V]]], Tool]: ...
+
+
 def tool(
     name: str,
     *,
@@ -110,8 +147,9 @@ def tool(
     """Declare the decorated async function as the tool ``name``; see the module docstring.
 
     The function's first parameter is annotated with its arguments' ``TypedDict`` and its
-    return with its value's (``None`` declares no output schema). A wrong annotation is a
-    ``TypeError`` here, at import, not at the first call.
+    return with its value's; ``str`` (a value that is its own text) or ``None`` declares
+    no output schema. A wrong annotation is a ``TypeError`` here, at import, not at the
+    first call.
     """
 
     def declare(execute: Callable[[A, ToolExec], Awaitable[V]]) -> Tool:
@@ -122,9 +160,11 @@ def tool(
             raise TypeError(f"tool {name!r}: annotate its first parameter with a TypedDict")
         returned = hints.get("return")
         output = None
-        if returned is not None and returned is not type(None):
+        if returned is not None and returned not in (type(None), str):
             if not typing.is_typeddict(_unwrap(returned)[0]):
-                raise TypeError(f"tool {name!r}: its return annotation must be a TypedDict")
+                raise TypeError(
+                    f"tool {name!r}: its return annotation must be a TypedDict, str or None"
+                )
             output = derive_schema(returned, closed=False)
         # The registry hands every body a checked dict; the TypedDict is its static shape.
         run = typing.cast(Execute, execute)
