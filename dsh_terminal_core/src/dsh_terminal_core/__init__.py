@@ -45,6 +45,7 @@ from .kernel.hookspecs import hookimpl, hookspec
 from .kernel.legacy_paths import install as _install_legacy_paths
 from .kernel.plugins import PluginInfo
 from .kernel.resultcap import MAX_RESULT_BYTES, cap_text
+from .kernel.tooldecl import tool
 from .kernel.tools import Tool, ToolExec, ToolResult
 from .kernel.wiring import optional_dependency
 
@@ -83,4 +84,5 @@ __all__ = [
     "owner_not_live",
     "positive_int",
     "str_list",
+    "tool",
 ]
