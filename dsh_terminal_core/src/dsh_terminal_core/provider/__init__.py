@@ -32,9 +32,11 @@ from .types import (
     ExitStatus,
     Foreground,
     OutputHandler,
+    ProcessWrapper,
     TerminalProcess,
     TerminalProvider,
     TerminalSpawnSpec,
+    WrappingProvider,
 )
 
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "ProcessIdentity",
     "ProcessInfo",
     "ProcessTable",
+    "ProcessWrapper",
     "ProcfsProcessTable",
     "PsutilProcessTable",
     "ShellControl",
@@ -57,6 +60,7 @@ __all__ = [
     "TerminalProvider",
     "TerminalSpawnSpec",
     "TreeReaper",
+    "WrappingProvider",
     "child_environment",
     "default_process_table",
     "has_children",

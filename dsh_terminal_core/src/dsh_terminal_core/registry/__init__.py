@@ -2,7 +2,8 @@
 
 Owns: :class:`TerminalSessionService` (ids, authorization, limits, cleanup), the types
 a backend implements and returns (:mod:`.types`), the one rule for waiting on a line
-(:mod:`.linematch`), backspace rendering (:mod:`.overstrike`) and the core ``terminals``
+(:mod:`.linematch`), backspace rendering (:mod:`.overstrike`), what observers are told
+(:mod:`.observers`: the session a spawn is for, every send) and the core ``terminals``
 plugin (:mod:`.plugin`). Backend and consumer authors import from here.
 
 May import: the kernel and the provider's value types. Its old path
@@ -10,6 +11,7 @@ May import: the kernel and the provider's value types. Its old path
 """
 
 from ..kernel.errors import BackendCleanupError, TerminalError
+from .observers import spawning_session
 from .service import MAX_COLS, MAX_ROWS, MIN_COLS, MIN_ROWS, TerminalSessionService
 from .types import (
     ALLOWED_SIGNALS,
@@ -25,6 +27,7 @@ from .types import (
     ScreenRead,
     ScreenView,
     SecretPromptSession,
+    SendObserver,
     SendOperation,
     SendRequest,
     SendResult,
@@ -58,6 +61,7 @@ __all__ = [
     "ScreenRead",
     "ScreenView",
     "SecretPromptSession",
+    "SendObserver",
     "SendOperation",
     "SendRequest",
     "SendResult",
@@ -71,5 +75,6 @@ __all__ = [
     "TerminalSessionService",
     "TerminalSize",
     "WaitReason",
+    "spawning_session",
     "status_text",
 ]
