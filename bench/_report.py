@@ -112,6 +112,14 @@ def evaluate_targets(results: dict[str, Any], scrollback_cap: int) -> list[dict[
         idle = _get(results, "idle_memory", level, "per_session_kib")
         limit = f"< {IDLE_LIMIT_KIB}"
         add("idle session RSS (KiB each)", level, idle, limit, idle < IDLE_LIMIT_KIB)
+    ratios = results.get("records", {}).get("tool", {}).get("recording_x", {})
+    for key, name in (
+        ("echo_p50", "recording on: echo p50 vs off"),
+        ("cpu_per_mb", "recording on: CPU per MB of output vs off"),
+    ):
+        value = ratios.get(key)
+        measured = float(value) if isinstance(value, (int, float)) else math.nan
+        add(name, "tool", measured, "<= 1.10x", measured <= 1.10)
     return targets
 
 
@@ -222,6 +230,28 @@ def markdown(report: dict[str, Any]) -> str:
                     f"| {entry['sessions']} | {contender} | {_fmt(entry['rss_before_mib'], 1)} | "
                     f"{_fmt(entry['rss_after_mib'], 1)} | {_fmt(entry['per_session_kib'], 0)} |"
                 )
+    records = results.get("records", {}).get("tool")
+    if records:
+        lines += [
+            "",
+            "Records off / recording / recording + audit log, tool level, rotating blocks "
+            "(recorder CPU: the recorder process, another core):",
+            "",
+            "| mode | echo p50 ms | x off | echo CPU us/send | recorder CPU us/send "
+            f"| {records['pty_bytes'] / 1e6:.1f} MB send CPU ms/MB | x off "
+            "| recorder CPU ms/MB | MB/s p50 |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for mode in records["modes"]:
+            entry, ratio = records[mode], records.get(f"{mode}_x", {})
+            echo, tp = entry["echo"], entry["throughput"]
+            lines.append(
+                f"| {mode} | {_fmt(echo['p50_ms'], 3)} | {_fmt(ratio.get('echo_p50', 1.0), 3)} | "
+                f"{_fmt(1000 * echo['cpu_ms_per_send'], 0)} | "
+                f"{_fmt(1000 * echo['recorder_cpu_ms_per_send'], 0)} | "
+                f"{_fmt(tp['cpu_ms_per_mb'], 2)} | {_fmt(ratio.get('cpu_per_mb', 1.0), 3)} | "
+                f"{_fmt(tp['recorder_cpu_ms_per_mb'], 2)} | {_fmt(tp['mb_per_s_p50'], 1)} |"
+            )
     lines += [
         "",
         "| target | level | measured | limit | result |",

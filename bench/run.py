@@ -41,6 +41,8 @@ PLAN: list[tuple[str, tuple[str, ...]]] = [
     ("throughput", ("raw", "pexpect", "service", "tool")),
     ("concurrent", ("raw", "proofs", "service", "tool")),  # pexpect is synchronous
     ("idle_memory", ("raw", "proofs", "pexpect", "service", "tool")),
+    # recording + audit log off and on, interleaved in one worker (bench/_records.py)
+    ("records", ("tool",)),
 ]
 NOTES = [
     "raw: ptyprocess + bash + the same marker protocol, asyncio reader on the master fd, "
@@ -55,6 +57,8 @@ NOTES = [
     "delayafterclose=0, delayafterterminate=1 ms (its fastest settings)",
     "service: ctx.terminals spawn / start_send + await op.done / kill",
     "tool: call_tool terminal_open / terminal_send / terminal_close",
+    "records: the tool level with recording.dir and audit.file set vs not, interleaved "
+    "blocks in one process; CPU includes the recorder's writer thread",
     "throughput runs with scrollback_max_bytes=4 MiB and scrollback_lines=1,000,000 so the "
     "byte cap is the one that binds",
 ]
@@ -88,6 +92,10 @@ def _driver(name: str, owner: str, group: str) -> Any:
 async def _worker(group: str, name: str, owner: str, quick: bool) -> dict[str, Any]:
     from _scenarios import FULL, QUICK, run_group
 
+    if group == "records":
+        from _records import run_records
+
+        return await run_records(owner, quick)
     driver = _driver(name, owner, group)
     start = getattr(driver, "start", None)
     if start is not None:

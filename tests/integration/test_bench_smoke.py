@@ -23,6 +23,7 @@ SCENARIOS = {
     "throughput": {"raw", "pexpect", "service", "tool"},
     "concurrent": {"raw", "proofs", "service", "tool"},
     "idle_memory": {"raw", "proofs", "pexpect", "service", "tool"},
+    "records": {"tool"},
 }
 
 
@@ -67,7 +68,9 @@ def test_quick_benchmark_completes_and_leaves_nothing(tmp_path: Path) -> None:
         assert set(proofs["wait_reasons"]) == {"stdin_read"}, (scenario, proofs)
         assert 0 <= proofs["retried_sends"] <= sum(proofs["wait_reasons"].values())
     targets = {(t["target"], t["level"]) for t in report["targets"]}
-    assert len(targets) == 24 and all(t["met"] is not None for t in report["targets"])
+    assert len(targets) == 26 and all(t["met"] is not None for t in report["targets"])
+    records = scenarios["records"]["tool"]
+    assert records["recorded_bytes"] > records["pty_bytes"] and records["audit_lines"] > 0
     for key in ("nproc", "cpu_model", "kernel", "python"):
         assert report["machine"][key]
     assert "| target |" in result.stdout

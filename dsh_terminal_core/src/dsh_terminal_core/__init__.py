@@ -12,6 +12,7 @@ The package is one folder per layer, each importing only the layers below it:
 - :mod:`.sandbox` — policy and bubblewrap (kernel, provider)
 - :mod:`.registry` — owner-scoped sessions, the backend contracts (kernel, provider)
 - :mod:`.secrets` — named secrets behind ``ctx.secrets`` (kernel)
+- :mod:`.records` — session recordings and the audit log (kernel, provider, registry)
 - :mod:`.mcp` — the MCP server over stdio and HTTP (all of the above)
 - :mod:`.cli` — the ``dsh-terminal`` command and the demo (everything)
 - :mod:`.testing` — doubles for plugin tests (kernel, registry)

@@ -1,4 +1,4 @@
-"""The ``dsh-terminal`` command: ``plugins``, ``demo`` and ``mcp``."""
+"""The ``dsh-terminal`` command: ``plugins``, ``demo``, ``mcp`` and ``audit``."""
 
 from __future__ import annotations
 
@@ -97,6 +97,27 @@ def _add_http_arguments(mcp: argparse.ArgumentParser) -> None:
     )
 
 
+def _audit_report(path: str, agent: str | None, session: str | None, since: str | None) -> int:
+    """Print the audit log at ``path`` as a table; 2 when it cannot be read."""
+    from ..records.audit_view import audit_table, parse_since, read_audit
+
+    try:
+        moment = parse_since(since) if since is not None else None
+    except ValueError:
+        print(f"dsh-terminal audit: --since {since!r} is not an ISO 8601 time", file=sys.stderr)
+        return 2
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            found = read_audit(handle, agent=agent, session=session, since=moment)
+    except OSError as exc:
+        print(f"dsh-terminal audit: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    print(audit_table(found.entries))
+    if found.unreadable:
+        print(f"({found.unreadable} lines were not audit entries)", file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="dsh-terminal", description="Persistent PTY terminals for AI agents."
@@ -156,6 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="serve: keep a session S seconds after its harness is gone (default 600)",
     )
     world.add_argument("mode", nargs="?", choices=["serve"], help="serve: run the daemon")
+    audit = commands.add_parser("audit", help="print an audit log (the audit plugin's file)")
+    audit.add_argument("file", metavar="FILE", help="the audit log, one JSON line per call")
+    audit.add_argument("--agent", metavar="A", help="only calls by agent A")
+    audit.add_argument("--session", metavar="S", help="only calls about session S")
+    audit.add_argument("--since", metavar="ISO", help="only calls at or after this time (UTC)")
     args = parser.parse_args(argv)
     if args.version:
         print(_version_report())
@@ -172,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if given:
                 parser.error(f"{flag} applies only with --http HOST:PORT")
 
+    if args.command == "audit":
+        return _audit_report(args.file, args.agent, args.session, args.since)
     try:
         if args.command == "plugins":
             print(asyncio.run(_plugins_report()))

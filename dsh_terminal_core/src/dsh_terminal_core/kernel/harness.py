@@ -254,14 +254,19 @@ class Harness:
         *,
         cancel: Cancellation | None = None,
         ask_secret: SecretAsker | None = None,
+        identity: str | None = None,
     ) -> ToolResult:
         """Call tool ``name`` as ``agent``; failures come back as ``is_error`` results.
 
         ``ask_secret`` lets a tool ask the caller's person for a secret (the MCP server
         passes its URL-mode elicitation); without it such a tool answers ``NO_SECRET``.
+        ``identity`` names the authenticated identity the call came as (the MCP HTTP
+        server passes its bearer-token identity); the audit log records it.
         """
         await agent.arrived(ARRIVAL_WAIT_S)
-        exec_ = ToolExec(agent=agent, cancel=cancel or Cancellation(), ask_secret=ask_secret)
+        exec_ = ToolExec(
+            agent=agent, cancel=cancel or Cancellation(), ask_secret=ask_secret, identity=identity
+        )
         # Not started: ctx.tools says which service is missing.
         tools: ToolRegistry = self._tools() if self._tools is not None else self.ctx.tools
         return await tools.call(name, dict(args) if args is not None else {}, exec_)

@@ -10,6 +10,8 @@ Every outcome becomes a :class:`ToolResult`; failures render as ``error [CODE]: 
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +19,7 @@ import attrs
 import jsonschema
 
 from .cancel import Cancellation
-from .errors import DshError, InvalidArgument, ToolNotFound
+from .errors import DshError, ErrorCode, InvalidArgument, ToolNotFound
 from .schemacheck import Check, compile_check
 from .toolschema import NullDropper, null_dropper, published
 
@@ -25,7 +27,18 @@ if TYPE_CHECKING:
     from .agents import Agent
     from .secret import SecretAsker
 
-__all__ = ["NOTICES_SCHEMA", "Tool", "ToolExec", "ToolRegistry", "ToolResult", "render_error"]
+__all__ = [
+    "NOTICES_SCHEMA",
+    "CallObserver",
+    "Tool",
+    "ToolCall",
+    "ToolExec",
+    "ToolRegistry",
+    "ToolResult",
+    "render_error",
+]
+
+log = logging.getLogger(__name__)
 
 Execute = Callable[[dict[str, Any], "ToolExec"], Awaitable[Any]]
 Render = Callable[[dict[str, Any], Any], str]
@@ -61,12 +74,15 @@ class ToolExec:
     """Who is calling, how to notice that the call was cancelled, how to ask its person.
 
     ``ask_secret`` is set by a host that can reach the person at the client (the MCP
-    server, through URL-mode elicitation); None elsewhere.
+    server, through URL-mode elicitation); None elsewhere. ``identity`` is the
+    authenticated identity the call arrived as (the MCP HTTP server's bearer-token
+    identity); None in-process and over stdio.
     """
 
     agent: Agent = attrs.field(eq=False)
     cancel: Cancellation = attrs.field(factory=Cancellation, eq=False)
     ask_secret: SecretAsker | None = attrs.field(default=None, eq=False)
+    identity: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -111,6 +127,32 @@ class Tool:
             output["properties"] = {**output.get("properties", {}), "notices": NOTICES_SCHEMA}
             schema["outputSchema"] = output
         return schema
+
+
+@attrs.frozen(kw_only=True)
+class ToolCall:
+    """One finished call, as a :data:`CallObserver` is told of it.
+
+    ``args`` are the arguments as the caller gave them. ``result`` is None and ``error``
+    the exception when the call did not finish (cancelled); ``code`` is the stable error
+    code of a failed call (``CANCELLED`` for a cancelled one), None for a success.
+    """
+
+    name: str
+    args: object = attrs.field(eq=False)
+    exec_: ToolExec = attrs.field(eq=False)
+    result: ToolResult | None
+    code: str | None
+    duration_s: float
+
+
+CallObserver = Callable[[ToolCall], None]
+"""Told of every call :meth:`ToolRegistry.call` finishes, before its result is returned."""
+
+
+def error_code(exc: BaseException) -> str:
+    """The stable code ``render_error`` shows for ``exc``."""
+    return exc.code if isinstance(exc, DshError) else ErrorCode.INTERNAL
 
 
 def render_error(exc: BaseException) -> str:
@@ -175,6 +217,22 @@ class ToolRegistry:
         self._stamp = stamp
         # One entry per tool holds everything a call needs, found with one lookup.
         self._entries: dict[str, _Registered] = {}
+        self._observers: list[CallObserver] = []
+
+    def observe_calls(self, observer: CallObserver) -> Callable[[], None]:
+        """Tell ``observer`` of every call from now on; returns a function that stops it.
+
+        The observer runs synchronously once the call finished, before its result (or
+        its cancellation) reaches the caller; an exception it raises is logged, never
+        given to the caller. The audit log is one (SPEC §23).
+        """
+        self._observers.append(observer)
+
+        def stop() -> None:
+            if observer in self._observers:
+                self._observers.remove(observer)
+
+        return stop
 
     def register(self, tool: Tool) -> Callable[[], None]:
         """Add ``tool``; returns a function that removes it. Names are unique."""
@@ -226,19 +284,49 @@ class ToolRegistry:
         return _checked(self._entry(name), args)
 
     async def call(self, name: str, args: object, exec_: ToolExec) -> ToolResult:
-        """Validate, execute, render and bound one call. Never raises for tool failures."""
+        """Validate, execute, render and bound one call. Never raises for tool failures.
+
+        Every observer (:meth:`observe_calls`) is told of the call before it returns.
+        """
+        if not self._observers:
+            return (await self._call(name, args, exec_))[0]
+        started = time.perf_counter()
+        result: ToolResult | None = None
+        code: str | None = ErrorCode.CANCELLED
+        try:
+            result, code = await self._call(name, args, exec_)
+        finally:
+            duration = time.perf_counter() - started
+            call = ToolCall(
+                name=name, args=args, exec_=exec_, result=result, code=code, duration_s=duration
+            )
+            self._tell(call)
+        return result
+
+    async def _call(
+        self, name: str, args: object, exec_: ToolExec
+    ) -> tuple[ToolResult, str | None]:
         try:
             entry = self._entry(name)
         except ToolNotFound as exc:
-            return ToolResult(text=render_error(exc), is_error=True)
+            return ToolResult(text=render_error(exc), is_error=True), exc.code
         tool = entry.tool
         try:
             checked = _checked(entry, args)
             value = await tool.execute(checked, exec_)
         except Exception as exc:
-            return ToolResult(text=self._bound(tool, render_error(exc)), value=None, is_error=True)
+            text = self._bound(tool, render_error(exc))
+            return ToolResult(text=text, value=None, is_error=True), error_code(exc)
         text = tool.render(checked, value) if tool.render else _default_text(value)
-        return ToolResult(text=self._bound(tool, text), value=value, is_error=False)
+        return ToolResult(text=self._bound(tool, text), value=value, is_error=False), None
+
+    def _tell(self, call: ToolCall) -> None:
+        # The observers run even when the call was cancelled: an audit keeps that too.
+        for observer in list(self._observers):
+            try:
+                observer(call)
+            except Exception:
+                log.exception("a tool-call observer failed on %s", call.name)
 
     def _entry(self, name: str) -> _Registered:
         entry = self._entries.get(name)

@@ -259,7 +259,8 @@ async def _serve(
         _announce(harness, options)
         pages = secret_pages(harness)
         listens = Listens()
-        server = _build_server(harness, _agent_of, pages, listens)
+        identity_of = _identity_of if options.tokens is not None else (lambda _ctx: None)
+        server = _build_server(harness, _agent_of, pages, listens, identity_of)
         # A call's answer is one JSON body rather than a one-event SSE stream: the tools
         # send nothing mid-call, and the plain body costs about half the CPU per call.
         manager = StreamableHTTPSessionManager(
@@ -354,6 +355,11 @@ def _agent_of(ctx: ServerRequestContext[Any]) -> Agent:
     if not isinstance(lease, Lease):
         raise McpServerError("the request carries no authenticated identity")
     return lease.agent
+
+
+def _identity_of(ctx: ServerRequestContext[Any]) -> str | None:
+    """The bearer-token identity this call came as (the agent is that identity's)."""
+    return _agent_of(ctx).id
 
 
 def _security_settings(options: HttpOptions) -> Any:

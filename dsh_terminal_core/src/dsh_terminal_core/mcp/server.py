@@ -223,6 +223,9 @@ def _describe(exc: BaseException) -> str:
 AgentOf = Callable[["ServerRequestContext[Any]"], Agent]
 """Which agent a request acts as: the connection's own on stdio, the caller's identity on HTTP."""
 
+IdentityOf = Callable[["ServerRequestContext[Any]"], str | None]
+"""The authenticated identity a request carries (HTTP with tokens), or None."""
+
 
 def secret_pages(harness: Harness) -> SecretPages:
     """The one-time secret pages of a server, valid as long as the secrets plugin says."""
@@ -233,7 +236,11 @@ def secret_pages(harness: Harness) -> SecretPages:
 
 
 def _build_server(
-    harness: Harness, agent_of: AgentOf, pages: SecretPages, listens: Listens
+    harness: Harness,
+    agent_of: AgentOf,
+    pages: SecretPages,
+    listens: Listens,
+    identity_of: IdentityOf = lambda _ctx: None,
 ) -> Server[Any]:
     """Build the low-level SDK server whose two handlers forward to ``harness``.
 
@@ -243,7 +250,8 @@ def _build_server(
     level. A tool that asks the person for a secret does so through ``pages`` and the
     request's client: URL-mode elicitation sent as a request on 2025-11-25
     (:mod:`.mcp_secrets`), returned as ``input_required`` on 2026-07-28 (:mod:`.mcp_asks`,
-    with a sealed ``requestState`` bound to the caller's identity).
+    with a sealed ``requestState`` bound to the caller's identity). ``identity_of``
+    names the authenticated identity of a request, for the audit log (HTTP with tokens).
     """
     import mcp_types as types
     from mcp.server.lowlevel import Server
@@ -274,6 +282,7 @@ def _build_server(
         # a notifications/cancelled on either revision over stdio and on 2025-11-25 over
         # HTTP, the response stream closing on 2026-07-28 over HTTP (see mcp_http).
         agent = agent_of(ctx)
+        identity = identity_of(ctx)
         # Normally a no-op (the handshake subscribed the connection); over HTTP it moves
         # a connection whose identity was reaped and made anew onto the new agent.
         attach(ctx, agent)
@@ -283,11 +292,15 @@ def _build_server(
             async def ask_secret(ask: SecretAsk) -> Secret:
                 return await ask_by_url(ctx, pages, ask)
 
-            result = await harness.call_tool(agent, params.name, args, ask_secret=ask_secret)
+            result = await harness.call_tool(
+                agent, params.name, args, ask_secret=ask_secret, identity=identity
+            )
         else:
             round_ = AskRound(ctx, asks, agent, params)
             try:
-                result = await harness.call_tool(agent, params.name, args, ask_secret=round_.ask)
+                result = await harness.call_tool(
+                    agent, params.name, args, ask_secret=round_.ask, identity=identity
+                )
             finally:
                 round_.finish()
             if round_.input_required is not None:

@@ -33,9 +33,11 @@ from .types import (
     ExitStatus,
     Foreground,
     OutputHandler,
+    ProcessWrapper,
     TerminalProcess,
     TerminalProvider,
     TerminalSpawnSpec,
+    WrappingProvider,
 )
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "ProcessIdentity",
     "ProcessInfo",
     "ProcessTable",
+    "ProcessWrapper",
     "ProcfsProcessTable",
     "PsutilProcessTable",
     "ShellControl",
@@ -59,6 +62,7 @@ __all__ = [
     "TerminalProvider",
     "TerminalSpawnSpec",
     "TreeReaper",
+    "WrappingProvider",
     "child_environment",
     "default_process_table",
     "has_children",

@@ -20,6 +20,7 @@ import resource
 import signal
 import struct
 import sys
+from collections.abc import Callable
 
 import attrs
 
@@ -47,7 +48,14 @@ from .taskfacts import (
     wake_count,
 )
 from .teardown import TreeReaper
-from .types import ExitStatus, Foreground, OutputHandler, TerminalSpawnSpec
+from .types import (
+    ExitStatus,
+    Foreground,
+    OutputHandler,
+    ProcessWrapper,
+    TerminalProcess,
+    TerminalSpawnSpec,
+)
 
 if sys.platform != "win32":
     import fcntl
@@ -92,6 +100,22 @@ class LocalTerminalProvider:
         self._table: ProcessTable = process_table or default_process_table()
         self._probe: StdinProbe | None = stdin_probe
         self._spawner: Spawner = spawner
+        self._wrappers: list[ProcessWrapper] = []
+
+    def add_process_wrapper(self, wrap: ProcessWrapper) -> Callable[[], None]:
+        """Hand every process spawned from now on through ``wrap`` before returning it.
+
+        Wrappers apply in the order they were added; the caller of :meth:`spawn_terminal`
+        gets what the last returned. A wrapper must not raise (a recorder that cannot
+        record returns the process unchanged). Returns a function that removes it.
+        """
+        self._wrappers.append(wrap)
+
+        def remove() -> None:
+            if wrap in self._wrappers:
+                self._wrappers.remove(wrap)
+
+        return remove
 
     def prestart(self) -> None:
         """Start the fork server in the background now, so the first open need not wait
@@ -99,11 +123,13 @@ class LocalTerminalProvider:
         if self._spawner == "fork-server" and sys.platform != "win32":
             prestart_server()
 
-    async def spawn_terminal(self, spec: TerminalSpawnSpec) -> LocalTerminalProcess:
+    async def spawn_terminal(self, spec: TerminalSpawnSpec) -> TerminalProcess:
         """Start ``spec.argv`` on a new PTY as the leader of a new session.
 
         The child gets :func:`child_environment` of ``spec.env`` and a ``rows x cols``
-        window. Output starts flowing (into a buffer) immediately.
+        window. Output starts flowing (into a buffer) immediately. The process is a
+        :class:`LocalTerminalProcess`, handed through the wrappers of
+        :meth:`add_process_wrapper` when there are any.
 
         Raises:
             UnsupportedPlatform: on Windows.
@@ -147,7 +173,10 @@ class LocalTerminalProvider:
             elif not started:
                 process._discard()
             raise
-        return process
+        wrapped: TerminalProcess = process
+        for wrap in self._wrappers:
+            wrapped = wrap(wrapped, spec)
+        return wrapped
 
 
 @attrs.frozen(kw_only=True)

@@ -14,9 +14,11 @@ __all__ = [
     "ExitStatus",
     "Foreground",
     "OutputHandler",
+    "ProcessWrapper",
     "TerminalProcess",
     "TerminalProvider",
     "TerminalSpawnSpec",
+    "WrappingProvider",
 ]
 
 OutputHandler = Callable[[bytes], None]
@@ -186,3 +188,21 @@ class TerminalProvider(Protocol):
     """What ``ctx.subprocess`` offers: start a process on a new PTY."""
 
     async def spawn_terminal(self, spec: TerminalSpawnSpec) -> TerminalProcess: ...
+
+
+ProcessWrapper = Callable[[TerminalProcess, TerminalSpawnSpec], TerminalProcess]
+"""Takes a process just spawned from a spec and returns the process its caller gets."""
+
+
+@runtime_checkable
+class WrappingProvider(Protocol):
+    """A provider that hands every process it spawns through wrappers first.
+
+    The seam a layer above uses to see every terminal's bytes without touching a
+    backend: the recorder (SPEC §23) wraps each process so its output, input and
+    resizes are recorded, whichever backend drives it.
+    """
+
+    def add_process_wrapper(self, wrap: ProcessWrapper) -> Callable[[], None]:
+        """Pass every process spawned from now on through ``wrap``; returns its remover."""
+        ...

@@ -2,7 +2,8 @@
 
 Owns: :class:`TerminalSessionService` (ids, authorization, limits, cleanup), the types
 a backend implements and returns (:mod:`.types`), the one rule for waiting on a line
-(:mod:`.linematch`), backspace rendering (:mod:`.overstrike`) and the core ``terminals``
+(:mod:`.linematch`), backspace rendering (:mod:`.overstrike`), what observers are told
+(:mod:`.observers`: the session a spawn is for, every send) and the core ``terminals``
 plugin (:mod:`.plugin`). Backend and consumer authors import from here.
 
 May import: the kernel and the provider's value types. Its old path
@@ -11,6 +12,7 @@ May import: the kernel and the provider's value types. Its old path
 
 from ..kernel.errors import BackendCleanupError, TerminalError
 from .checks import MAX_COLS, MAX_ROWS, MIN_COLS, MIN_ROWS
+from .observers import spawning_session
 from .service import TerminalSessionService
 from .types import (
     ALLOWED_SIGNALS,
@@ -27,6 +29,7 @@ from .types import (
     ScreenValue,
     ScreenView,
     SecretPromptSession,
+    SendObserver,
     SendOperation,
     SendRequest,
     SendResult,
@@ -62,6 +65,7 @@ __all__ = [
     "ScreenValue",
     "ScreenView",
     "SecretPromptSession",
+    "SendObserver",
     "SendOperation",
     "SendRequest",
     "SendResult",
@@ -76,5 +80,6 @@ __all__ = [
     "TerminalSessionService",
     "TerminalSize",
     "WaitReason",
+    "spawning_session",
     "status_text",
 ]

@@ -45,6 +45,7 @@ from .checks import (
     validate_spawn,
 )
 from .linematch import compile_line_pattern
+from .observers import SendObservers, spawn_announced
 from .types import (
     ALLOWED_SIGNALS,
     BackendSession,
@@ -56,6 +57,7 @@ from .types import (
     ReadResult,
     ScreenRead,
     SecretPromptSession,
+    SendObserver,
     SendOperation,
     SendRequest,
     SignalResult,
@@ -139,6 +141,7 @@ class TerminalSessionService:
         self._ids = itertools.count(1)
         self._disposing = False
         self._disposed: asyncio.Event | None = None
+        self._sends = SendObservers()
 
     @property
     def max_sessions_per_owner(self) -> int:
@@ -175,6 +178,10 @@ class TerminalSessionService:
                 self._origins.pop(kind, None)
 
         return unregister
+
+    def observe_sends(self, observer: SendObserver) -> Callable[[], None]:
+        """Tell ``observer`` of every send from now on (SPEC §23); returns its remover."""
+        return self._sends.add(observer)
 
     def list_backends(self) -> builtins.list[str]:
         """Return the registered backend types in registration order."""
@@ -260,7 +267,7 @@ class TerminalSessionService:
                 cols=request.cols,
             )
             try:
-                session = await backend.spawn(context)
+                session = await spawn_announced(backend, context)
             except Exception as exc:
                 if isinstance(exc, BackendCleanupError):
                     state.cleanup_errors.append(exc)
@@ -546,7 +553,7 @@ class TerminalSessionService:
             compile_line_pattern(request.wait_for, "wait_for")  # the same rules as the tool's
         if request.secret is not None:
             check_secret_send(entry.session, session_id, request)
-        return entry.session.start_send(request)
+        return self._sends.start(session_id, entry.session, request)
 
     def hidden_prompt(self, owner: Agent, session_id: str) -> str:
         """The prompt line of the hidden-input prompt ``session_id`` waits at now.

@@ -44,6 +44,7 @@ __all__ = [
     "ScreenValue",
     "ScreenView",
     "SecretPromptSession",
+    "SendObserver",
     "SendOperation",
     "SendRequest",
     "SendResult",
@@ -404,6 +405,26 @@ class SecretPromptSession(Protocol):
 
     def hidden_prompt(self) -> str | None:
         """The prompt line when a program waits, echo off, for a line; None otherwise."""
+        ...
+
+
+@runtime_checkable
+class SendObserver(Protocol):
+    """Told of every send the registry starts, whichever backend runs it (SPEC §23).
+
+    The recorder is one: it must know a secret is about to be typed before the backend
+    writes it (a backend may write inside ``start_send``), and when the send settles.
+    Both calls run synchronously on the event loop and must not raise.
+    """
+
+    def before_send(self, session_id: str, request: SendRequest) -> None:
+        """``request`` was accepted for ``session_id``; its backend starts it next."""
+        ...
+
+    def after_send(
+        self, session_id: str, request: SendRequest, operation: SendOperation | None
+    ) -> None:
+        """The backend started ``request`` (``operation``), or refused it (None)."""
         ...
 
 
