@@ -357,3 +357,54 @@ async def test_a_silent_channel_is_found_by_the_heartbeat_and_replaced(
             with contextlib.suppress(ProcessLookupError):  # reaped by the harness already
                 os.kill(frozen, signal.SIGCONT)
         await agent.dispose()
+
+
+_ISOLATED_HARNESS = textwrap.dedent(
+    """
+    import asyncio, json, os, sys
+    from dsh_terminal_core import Harness
+    from dsh_terminal_core.registry import SendRequest, SpawnRequest
+
+    async def main():
+        async with Harness(config=json.loads(sys.argv[1])) as h:
+            agent = h.create_agent("isolated")
+            opened = await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="d"))
+            sid = opened.session_id
+            sent = await h.ctx.terminals.start_send(
+                agent, sid, SendRequest(text="echo $$; (exit 4)")
+            ).done
+            shell = int(sent.viewport.split()[0])
+            # This harness sees none of its shells: they are in the daemon's namespace.
+            visible = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+            print(json.dumps({
+                "reason": str(sent.wait_reason), "exit": sent.exit_code,
+                "shell_visible": shell in visible and os.path.exists(f"/proc/{shell}/environ")
+                and b"DSH_SHELL" in open(f"/proc/{shell}/environ", "rb").read(),
+                "processes_here": len(visible),
+            }))
+            await agent.dispose()
+
+    asyncio.run(main())
+    """
+)
+
+
+async def test_a_harness_in_its_own_pid_namespace_gets_every_fact_from_the_world(
+    daemon: Path,
+) -> None:
+    # SPEC §21 (b): the harness cannot read a single fact of its shells itself.
+    import json
+
+    config = json.dumps(_config(daemon, "isolated"))
+    run = await asyncio.create_subprocess_exec(
+        BWRAP or "bwrap",
+        "--dev-bind", "/", "/", "--unshare-pid", "--die-with-parent", "--proc", "/proc",
+        sys.executable, "-c", _ISOLATED_HARNESS, config,
+        stdout=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(run.communicate(), 60)
+    assert run.returncode == 0
+    seen = json.loads(out.decode().strip().splitlines()[-1])
+    assert seen["reason"] == "stdin_read" and seen["exit"] == 4
+    assert not seen["shell_visible"]
+    assert seen["processes_here"] < 10  # its own namespace: bwrap, python, a few helpers
