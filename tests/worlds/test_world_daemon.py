@@ -408,3 +408,54 @@ async def test_a_harness_in_its_own_pid_namespace_gets_every_fact_from_the_world
     assert seen["reason"] == "stdin_read" and seen["exit"] == 4
     assert not seen["shell_visible"]
     assert seen["processes_here"] < 10  # its own namespace: bwrap, python, a few helpers
+
+
+@pytest.mark.parametrize("through", ["socket", "relay"])
+async def test_a_daemon_killed_mid_send_settles_it_session_exit_within_a_second(
+    tmp_path: Path, through: str
+) -> None:
+    socket_path = tmp_path / "run" / "world.sock"
+    process = subprocess.Popen(
+        [
+            sys.executable, "-m", "dsh_terminal_core.cli", "world", "serve",
+            "--socket", str(socket_path), "--sandbox", "danger-full-access",
+        ],
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        for line in process.stderr:
+            if b"listening on" in line:
+                break
+        relay = [sys.executable, "-m", "dsh_terminal_core.cli", "world", "--stdio", "--socket"]
+        entry: dict[str, Any] = (
+            {"socket": str(socket_path), "key": "k"}
+            if through == "socket"
+            else {"command": [*relay, str(socket_path)], "key": "k"}
+        )
+        config = {
+            "sandbox-policy": {"mode": "danger-full-access"},
+            "worlds": {"worlds": {"d": entry}},
+        }
+        async with Harness(config=config) as h:
+            agent = h.create_agent("doomed")
+            terminals = h.ctx.terminals
+            sid = (await terminals.spawn(agent, SpawnRequest(type="shell", world="d"))).session_id
+            op = terminals.start_send(agent, sid, SendRequest(text="sleep 30", timeout_ms=60000))
+            await _until(lambda: "sleep 30" in terminals.read(agent, sid, ReadRequest()).text)
+            os.killpg(process.pid, signal.SIGKILL)  # the daemon and everything it owns
+            killed = time.monotonic()
+            result = await asyncio.wait_for(op.done, 10)
+            assert time.monotonic() - killed < 1.0
+            assert result.wait_reason is WaitReason.SESSION_EXIT
+            with pytest.raises(Exception) as refused:
+                terminals.start_send(agent, sid, SendRequest(text="echo again"))
+            assert "SESSION_EXITED" in str(getattr(refused.value, "code", ""))
+            await agent.dispose()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        if process.stderr is not None:
+            process.stderr.close()

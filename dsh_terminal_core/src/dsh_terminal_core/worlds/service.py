@@ -40,6 +40,17 @@ RECONNECT_MAX_S = 2.0
 __all__ = ["WorldsService"]
 
 
+def _daemon_gone(exc: TerminalError) -> bool:
+    """The refusal proves no daemon serves the world any more (not a channel's hiccup).
+
+    A unix socket that refuses or is gone says so on this host; a relay says it in its
+    own words. A command that fails otherwise (an API server unreachable for ``kubectl``)
+    may come back, and is retried.
+    """
+    said = exc.fact
+    return "no world daemon answers" in said
+
+
 class WorldsService:
     """Links to the configured worlds, and a backend per (world, type)."""
 
@@ -104,7 +115,12 @@ class WorldsService:
             try:
                 link = await self.link(world)
                 break
-            except TerminalError:
+            except TerminalError as exc:
+                if _daemon_gone(exc):
+                    # Nothing listens: the daemon died, and its sessions with it (its
+                    # guardian and bubblewrap's --die-with-parent see to that).
+                    self._end_all(world, f"world {world!r}'s daemon is gone: {exc.fact}")
+                    return
                 if asyncio.get_running_loop().time() >= give_up:
                     self._end_all(world, f"world {world!r} stayed out of reach for its lease")
                     return
