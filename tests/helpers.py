@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
@@ -36,9 +41,35 @@ def full_access(workspace: str | None = None, **sections: Mapping[str, Any]) -> 
     return {"sandbox-policy": policy, **sections}
 
 
+#: ``DSH_TEST_WORLD=ns`` runs every shell the helpers open in an execution world: the
+#: world agent in its own pid, IPC and UTS namespaces (SPEC §21), given the test's own
+#: ``terminal-bash`` section. The readiness suites run so in ``tests/worlds``.
+TEST_WORLD = os.environ.get("DSH_TEST_WORLD")
+
+
+def in_world(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with every spawn sent to the test world, when one is asked for."""
+    config = dict(config)
+    if not TEST_WORLD:
+        return config
+    world_sections = {k: v for k, v in config.items() if k in ("terminal-bash", "sandbox-policy")}
+    handle, path = tempfile.mkstemp(prefix="dsh-test-world-", suffix=".json")
+    with os.fdopen(handle, "w") as file:
+        json.dump(world_sections, file)
+    command = [
+        shutil.which("bwrap") or "bwrap",
+        "--dev-bind", "/", "/",
+        "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent",
+        "--proc", "/proc",
+        sys.executable, "-m", "dsh_terminal_core.cli", "world", "--stdio", "--config", path,
+    ]  # fmt: skip
+    config["worlds"] = {"worlds": {"t": {"command": command}}, "default": "t"}
+    return config
+
+
 @contextlib.asynccontextmanager
 async def harness(config: Mapping[str, Any] | None = None) -> AsyncIterator[Harness]:
-    async with Harness(config=dict(config or full_access())) as h:
+    async with Harness(config=in_world(config or full_access())) as h:
         yield h
 
 
