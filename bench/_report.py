@@ -120,6 +120,30 @@ def evaluate_targets(results: dict[str, Any], scrollback_cap: int) -> list[dict[
         value = ratios.get(key)
         measured = float(value) if isinstance(value, (int, float)) else math.nan
         add(name, "tool", measured, "<= 1.10x", measured <= 1.10)
+    # SPEC §24, through the tools only (bench/scale.py)
+    scale = results.get("scale", {}).get("tool", {})
+    if scale:
+        size = f"{scale['opened']}x{scale['sends_per_session']}"
+        p99 = float(scale["send"]["p99_ms"])
+        right = scale["wrong"] == 0 and set(scale["wait_reasons"]) == {"stdin_read"}
+        note = "" if right else f"{scale['wrong']} wrong"
+        add(
+            f"scale {size} sends p99, 0 wrong", "tool", p99, "<= 250 ms", p99 <= 250 and right, note
+        )
+        dispose = float(scale["dispose_s"])
+        clean = bool(scale["clean"]) and not scale["dispose_errors"]
+        note = "" if clean else "left processes or failed"
+        add(
+            f"scale dispose of {scale['opened']} (s)",
+            "tool",
+            dispose,
+            "<= 5",
+            dispose <= 5 and clean,
+            note,
+        )
+    else:
+        add("scale sends p99, 0 wrong", "tool", math.nan, "<= 250 ms", False)
+        add("scale dispose (s)", "tool", math.nan, "<= 5", False)
     return targets
 
 
@@ -252,6 +276,23 @@ def markdown(report: dict[str, Any]) -> str:
                 f"{_fmt(tp['cpu_ms_per_mb'], 2)} | {_fmt(ratio.get('cpu_per_mb', 1.0), 3)} | "
                 f"{_fmt(tp['recorder_cpu_ms_per_mb'], 2)} | {_fmt(tp['mb_per_s_p50'], 1)} |"
             )
+    scale = results.get("scale", {}).get("tool")
+    if scale:
+        send = scale["send"]
+        lines += [
+            "",
+            f"Scale ({scale['sandbox']}): {scale['sessions']} sessions opened "
+            f"{scale['open_concurrency']} at a time, {scale['sends_per_session']} sends each "
+            "with all sessions at once, then the owner's dispose.",
+            "",
+            "| opened | open s | sends | p50 ms | p99 ms | wrong | RSS KiB/session "
+            "| fds/session | dispose s | left |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            f"| {scale['opened']} | {_fmt(scale['open_wall_s'], 1)} | {send['n']} | "
+            f"{_fmt(send['p50_ms'], 0)} | {_fmt(send['p99_ms'], 0)} | {scale['wrong']} | "
+            f"{_fmt(scale['rss_per_session_kib'], 1)} | {_fmt(scale['fds_per_session'], 1)} | "
+            f"{_fmt(scale['dispose_s'])} | {'none' if scale['clean'] else 'SOME'} |",
+        ]
     lines += [
         "",
         "| target | level | measured | limit | result |",

@@ -32,6 +32,7 @@ FULL: dict[str, int] = {
     "conc_sessions": 256,
     "conc_sends": 100,
     "idle_sessions": 100,
+    "scale_sessions": 1000,
 }
 
 QUICK: dict[str, int] = {
@@ -47,6 +48,7 @@ QUICK: dict[str, int] = {
     "conc_sessions": 4,
     "conc_sends": 5,
     "idle_sessions": 5,
+    "scale_sessions": 8,
 }
 
 

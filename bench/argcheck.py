@@ -52,8 +52,8 @@ def main() -> int:
         assert subset is not None and subset(call), name
         compiled(call)
         n = args.checks
-        t_subset = min(timeit.repeat(lambda: subset(call), number=n, repeat=5)) / n * 1e6
-        t_fast = min(timeit.repeat(lambda: compiled(call), number=n, repeat=5)) / n * 1e6
+        t_subset = min(timeit.repeat(lambda c=call, f=subset: f(c), number=n, repeat=5)) / n * 1e6
+        t_fast = min(timeit.repeat(lambda c=call, f=compiled: f(c), number=n, repeat=5)) / n * 1e6
         print(f"{name:<15} {t_subset:>10.2f} {t_fast:>18.2f} {t_fast / t_subset:>6.2f}")
     return 0
 

@@ -43,6 +43,8 @@ PLAN: list[tuple[str, tuple[str, ...]]] = [
     ("idle_memory", ("raw", "proofs", "pexpect", "service", "tool")),
     # recording + audit log off and on, interleaved in one worker (bench/_records.py)
     ("records", ("tool",)),
+    # SPEC §24: 1,000 sessions under the default sandbox, through the tools (scale.py)
+    ("scale", ("tool",)),
 ]
 NOTES = [
     "raw: ptyprocess + bash + the same marker protocol, asyncio reader on the master fd, "
@@ -61,6 +63,9 @@ NOTES = [
     "blocks in one process; CPU includes the recorder's writer thread",
     "throughput runs with scrollback_max_bytes=4 MiB and scrollback_lines=1,000,000 so the "
     "byte cap is the one that binds",
+    "scale: bench/scale.py — N sessions opened with terminal_open 64 at a time under the "
+    "default sandbox (workspace-write, bubblewrap; unconfined where bubblewrap does not "
+    "work), 20 echo sends per session with all sessions at once, then agent.dispose()",
 ]
 
 
@@ -92,15 +97,20 @@ def _driver(name: str, owner: str, group: str) -> Any:
 async def _worker(group: str, name: str, owner: str, quick: bool) -> dict[str, Any]:
     from _scenarios import FULL, QUICK, run_group
 
+    sizes = QUICK if quick else FULL
     if group == "records":
         from _records import run_records
 
         return await run_records(owner, quick)
+    if group == "scale":  # its own harness: the default sandbox, room for every session
+        import scale
+
+        return await scale.run(sizes["scale_sessions"], owner=owner)
     driver = _driver(name, owner, group)
     start = getattr(driver, "start", None)
     if start is not None:
         await start()
-    return await run_group(group, driver, QUICK if quick else FULL)
+    return await run_group(group, driver, sizes)
 
 
 def worker_main(args: argparse.Namespace) -> int:

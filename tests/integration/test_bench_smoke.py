@@ -24,6 +24,7 @@ SCENARIOS = {
     "concurrent": {"raw", "proofs", "service", "tool"},
     "idle_memory": {"raw", "proofs", "pexpect", "service", "tool"},
     "records": {"tool"},
+    "scale": {"tool"},
 }
 
 
@@ -67,8 +68,11 @@ def test_quick_benchmark_completes_and_leaves_nothing(tmp_path: Path) -> None:
         proofs = scenarios[scenario]["proofs"]
         assert set(proofs["wait_reasons"]) == {"stdin_read"}, (scenario, proofs)
         assert 0 <= proofs["retried_sends"] <= sum(proofs["wait_reasons"].values())
+    scale = scenarios["scale"]["tool"]
+    assert scale["opened"] == scale["sessions"] and scale["wrong"] == 0, scale
+    assert set(scale["wait_reasons"]) == {"stdin_read"} and scale["clean"], scale
     targets = {(t["target"], t["level"]) for t in report["targets"]}
-    assert len(targets) == 26 and all(t["met"] is not None for t in report["targets"])
+    assert len(targets) == 28 and all(t["met"] is not None for t in report["targets"])
     records = scenarios["records"]["tool"]
     assert records["recorded_bytes"] > records["pty_bytes"] and records["audit_lines"] > 0
     for key in ("nproc", "cpu_model", "kernel", "python"):

@@ -41,7 +41,7 @@ import attrs
 
 from ..kernel.errors import TerminalError
 from ..kernel.turns import take_turn
-from . import hostguard
+from . import hostguard, hostlimits
 
 __all__ = ["ForkServer", "ServedChild", "encode_request", "fork_server", "server_script"]
 
@@ -123,7 +123,9 @@ class ForkServer:
         Raises:
             TerminalError: ``SPAWN_FAILED`` when the child could not exec (the server's
                 reason: missing file, bad interpreter, unusable ``cwd``...) or the
-                server died twice in a row while answering.
+                server died twice in a row while answering; ``HOST_LIMIT`` when this
+                process or the server ran out of descriptors, or the server out of
+                pseudo-terminals or processes. No child is left running either way.
         """
         payload = request
         loop = asyncio.get_running_loop()
@@ -135,14 +137,20 @@ class ForkServer:
             if address is None:
                 return None
             await take_turn()  # the request goes out in a step of its own
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            try:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            except OSError as exc:
+                raise _limit_or(exc, name) from exc
             sock.setblocking(False)
             try:
                 await loop.sock_connect(sock, address)
                 await loop.sock_sendall(sock, payload)
                 reply, fds = await _receive(loop, sock, in_turn=True)
             except OSError as exc:
-                sock.close()
+                sock.close()  # the server SIGKILLs and reaps a child it could not hand over
+                limit = hostlimits.open_file_limit_error(exc.errno or 0, name)
+                if limit is not None:
+                    raise limit from exc
                 if exc.errno == errno.EMSGSIZE:
                     raise TerminalError(
                         f"cannot spawn {name!r}: argv and environment are too large "
@@ -245,18 +253,23 @@ def encode_request(
     env: Mapping[str, str],
     rows: int,
     cols: int,
+    nofile: int | None = None,
 ) -> bytes:
-    """The spawn request for :meth:`ForkServer.spawn`: exec ``executable`` with ``argv``."""
-    return json.dumps(
-        {
-            "executable": executable,
-            "argv": list(argv),
-            "cwd": cwd,
-            "env": dict(env),
-            "rows": rows,
-            "cols": cols,
-        }
-    ).encode()
+    """The spawn request for :meth:`ForkServer.spawn`: exec ``executable`` with ``argv``.
+
+    ``nofile``: the soft open-file limit the child starts with (None: the server's).
+    """
+    request: dict[str, Any] = {
+        "executable": executable,
+        "argv": list(argv),
+        "cwd": cwd,
+        "env": dict(env),
+        "rows": rows,
+        "cols": cols,
+    }
+    if nofile is not None:
+        request["nofile"] = nofile
+    return json.dumps(request).encode()
 
 
 def _start_server() -> _Running:
@@ -343,10 +356,19 @@ class ServedChild:
         return status
 
     def abandon(self) -> None:
-        """Give the child up: the server SIGKILLs and reaps it. Idempotent."""
+        """Give the child up: the server SIGKILLs and reaps it, with its process group.
+        Idempotent.
+
+        The group is killed here too (the child leads it, and is not reaped while the
+        connection is open, so the number is still its own): what the child started in
+        its first moments — bubblewrap's pid 1, before it asked to die with its parent —
+        goes with it.
+        """
         sock, self._sock = self._sock, None
         if sock is None:
             return
+        with contextlib.suppress(OSError):
+            os.killpg(self.pid, signal.SIGKILL)
         if self.pidfd is not None:  # also reaches a child whose server already died
             with contextlib.suppress(OSError):
                 signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
@@ -360,8 +382,18 @@ def _served(sock: socket.socket, reply: dict[str, Any], fds: list[int], name: st
     sock.close()
     for fd in fds:
         os.close(fd)
+    code, stage = reply.get("errno"), reply.get("stage")
+    if isinstance(code, int) and isinstance(stage, str):
+        limit = hostlimits.spawn_limit(code, stage, name)
+        if limit is not None:
+            raise limit
     reason = reply.get("error") or f"unexpected answer {reply!r}"
     raise TerminalError(f"cannot spawn {name!r}: {reason}", "SPAWN_FAILED")
+
+
+def _limit_or(exc: OSError, name: str) -> BaseException:
+    """``HOST_LIMIT`` for a descriptor error, else ``exc`` itself."""
+    return hostlimits.open_file_limit_error(exc.errno or 0, name) or exc
 
 
 async def _receive(
@@ -389,6 +421,10 @@ async def _receive(
     try:
         if not data:
             raise ConnectionResetError(errno.ECONNRESET, "the fork server closed the connection")
+        if flags & socket.MSG_CTRUNC and not flags & socket.MSG_TRUNC:
+            # Room was made for every descriptor the server attaches: the kernel could
+            # not install them here, because this process has no descriptor left.
+            raise OSError(errno.EMFILE, "no descriptor left to receive the terminal's")
         if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):
             raise ConnectionResetError("truncated answer from the fork server")
         message = json.loads(data)

@@ -10,9 +10,14 @@ Run as a standalone script (``python -I -S forkserver.py <host pid> <lifeline fd
 with a listening ``SOCK_SEQPACKET`` socket on stdin. Protocol, one connection per
 terminal (only the host's pid may connect, checked with ``SO_PEERCRED``):
 
-- host sends ``{"executable", "argv", "cwd", "env", "rows", "cols"}`` (JSON); the server
-  answers ``{"pid": n}`` with the master attached, or ``{"error": text, "errno": n}``
-  once the child has reported why it could not exec (no child is left behind);
+- host sends ``{"executable", "argv", "cwd", "env", "rows", "cols"}`` and optionally
+  ``"nofile"`` (the soft open-file limit the child starts with) as JSON; the server
+  answers ``{"pid": n}`` with the master attached, or ``{"error": text, "errno": n,
+  "stage": s}`` once the child has reported why it could not exec (no child is left
+  behind). ``stage`` says where it failed — ``pty``, ``prepare``, ``fork``, ``exec`` or
+  ``accept`` (the server itself had no descriptor left for the connection) — so the host
+  can tell a host limit (no pseudo-terminal, no process, no descriptor) from a bad
+  request;
 - host sends ``{"op": "reap"}`` after it saw the child exit (through the pidfd); the
   server reaps it and answers ``{"status": raw wait status}``. Until then the child stays
   a zombie, so its pid cannot be reused while the host still inspects it. A pidfd can
@@ -36,6 +41,7 @@ import errno
 import fcntl
 import json
 import os
+import resource
 import selectors
 import signal
 import socket
@@ -83,6 +89,9 @@ class Server:
         self._wakeup_r, self._wakeup_w = os.pipe()  # close-on-exec
         os.set_blocking(self._wakeup_w, False)
         os.set_blocking(self._wakeup_r, False)
+        # Held for the moment the table is full: freed to accept a connection only to
+        # answer it with the reason, since a connection left unaccepted is never told.
+        self._reserve: int | None = _open_reserve()
 
     def run(self) -> None:
         signal.set_wakeup_fd(self._wakeup_w)
@@ -102,13 +111,55 @@ class Server:
             conn, _ = self._listener.accept()
         except (BlockingIOError, InterruptedError, ConnectionAbortedError):
             return
-        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
-        peer_pid = _UCRED.unpack(raw)[0]
-        if peer_pid != self._host_pid:
-            conn.close()  # only the host may ask for terminals
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                raise
+            self._refuse(exc)
+            return
+        if not self._from_host(conn):
             return
         conn.setblocking(True)
         self._selector.register(conn, selectors.EVENT_READ, self._message)
+
+    def _from_host(self, conn: socket.socket) -> bool:
+        raw = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _UCRED.size)
+        if _UCRED.unpack(raw)[0] != self._host_pid:
+            conn.close()  # only the host may ask for terminals
+            return False
+        return True
+
+    def _refuse(self, exc: OSError) -> None:
+        """No descriptor for a waiting connection: take it with the reserve's, answer it
+        with the reason, and keep the reserve's place until the host hangs up."""
+        if self._reserve is None:
+            return  # already answering one: the next is accepted once that one is gone
+        os.close(self._reserve)
+        self._reserve = None
+        try:
+            conn, _ = self._listener.accept()
+        except OSError:
+            self._reserve = _open_reserve()
+            return
+        if not self._from_host(conn):
+            self._reserve = _open_reserve()
+            return
+        conn.setblocking(True)
+        reply = {"error": f"cannot accept the request: {exc.strerror}", "errno": exc.errno}
+        with contextlib.suppress(OSError):
+            conn.send(json.dumps({**reply, "stage": "accept"}).encode())
+        self._selector.register(conn, selectors.EVENT_READ, self._refused)
+
+    def _refused(self, conn: socket.socket) -> None:
+        try:
+            data = conn.recv(_MAX_MESSAGE)
+        except InterruptedError:
+            return
+        except OSError:
+            data = b""
+        if not data:  # the host hung up: the reserve takes the place back
+            self._selector.unregister(conn)
+            conn.close()
+            self._reserve = _open_reserve()
 
     def _lifeline_event(self, _sock: object) -> None:
         try:
@@ -167,7 +218,7 @@ class Server:
         try:
             pid, master = _spawn(request)
         except _SpawnError as exc:
-            self._reply(conn, {"error": str(exc), "errno": exc.errno})
+            self._reply(conn, {"error": str(exc), "errno": exc.errno, "stage": exc.stage})
             return
         try:
             pidfd: int | None = os.pidfd_open(pid)
@@ -234,9 +285,17 @@ class Server:
 
 
 class _SpawnError(Exception):
-    def __init__(self, message: str, code: int) -> None:
+    def __init__(self, message: str, code: int, stage: str) -> None:
         super().__init__(message)
         self.errno = code
+        self.stage = stage
+
+
+def _open_reserve() -> int | None:
+    try:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
 
 
 def _spawn(request: dict[str, Any]) -> tuple[int, int]:
@@ -247,27 +306,29 @@ def _spawn(request: dict[str, Any]) -> tuple[int, int]:
         cwd = request.get("cwd")
         env = {str(k): str(v) for k, v in dict(request["env"]).items()}
         rows, cols = int(request["rows"]), int(request["cols"])
+        nofile = request.get("nofile")
+        nofile = None if nofile is None else int(nofile)
     except (KeyError, TypeError, ValueError) as exc:
-        raise _SpawnError(f"malformed spawn request: {exc!r}", 0) from exc
+        raise _SpawnError(f"malformed spawn request: {exc!r}", 0, "request") from exc
     try:
         master, slave = os.openpty()  # both close-on-exec
     except OSError as exc:
-        raise _SpawnError(f"cannot allocate a PTY: {exc}", exc.errno or 0) from exc
+        raise _SpawnError(f"cannot allocate a PTY: {exc}", exc.errno or 0, "pty") from exc
     try:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, _WINSIZE.pack(rows, cols, 0, 0))
         report_r, report_w = os.pipe()  # close-on-exec: EOF on it means exec succeeded
     except OSError as exc:
         os.close(master)
         os.close(slave)
-        raise _SpawnError(f"cannot prepare the PTY: {exc}", exc.errno or 0) from exc
+        raise _SpawnError(f"cannot prepare the PTY: {exc}", exc.errno or 0, "prepare") from exc
     try:
         pid = os.fork()
     except OSError as exc:
         for fd in (master, slave, report_r, report_w):
             os.close(fd)
-        raise _SpawnError(f"cannot fork: {exc}", exc.errno or 0) from exc
+        raise _SpawnError(f"cannot fork: {exc}", exc.errno or 0, "fork") from exc
     if pid == 0:
-        _child(slave, report_w, executable, argv, cwd, env)  # never returns
+        _child(slave, report_w, executable, argv, cwd, env, nofile)  # never returns
     os.close(slave)
     os.close(report_w)
     report = b""
@@ -290,11 +351,17 @@ def _spawn(request: dict[str, Any]) -> tuple[int, int]:
         code = int(code_text)
     except ValueError:
         code = 0
-    raise _SpawnError(message, code)
+    raise _SpawnError(message, code, "exec")
 
 
 def _child(
-    slave: int, report: int, executable: str, argv: list[str], cwd: str | None, env: dict[str, str]
+    slave: int,
+    report: int,
+    executable: str,
+    argv: list[str],
+    cwd: str | None,
+    env: dict[str, str],
+    nofile: int | None,
 ) -> None:
     """In the forked child: become a session leader on the PTY, then exec. Never returns."""
     step = "setsid"
@@ -308,6 +375,12 @@ def _child(
         if cwd is not None:
             step = f"change directory to {cwd!r}"
             os.chdir(cwd)
+        if nofile is not None:
+            step = "restore the open-file limit"
+            _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            if hard != resource.RLIM_INFINITY:
+                nofile = min(nofile, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, hard))
         step = "reset signals"
         for sig in _RESET_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
@@ -326,6 +399,15 @@ def _child(
 
 
 def _kill(child: _Child) -> None:
+    """SIGKILL an unreaped child and its process group.
+
+    The group goes too: a child given up while it starts may have started helpers of its
+    own (bubblewrap's pid 1), and one that had not yet asked to die with its parent would
+    outlive it. The child leads that group and is not reaped, so no other group can
+    carry its number.
+    """
+    with contextlib.suppress(OSError):
+        os.killpg(child.pid, signal.SIGKILL)
     with contextlib.suppress(OSError):
         if child.pidfd is not None:
             signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
@@ -356,6 +438,10 @@ def main() -> None:
     # Terminal signals for the host's foreground group are not ours; the host decides.
     for name in ("SIGINT", "SIGQUIT", "SIGTSTP", "SIGHUP"):
         signal.signal(getattr(signal, name), signal.SIG_IGN)
+    # It holds two descriptors per terminal: as many as the host may, not fewer.
+    with contextlib.suppress(OSError, ValueError):
+        _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     listener = socket.socket(fileno=0)
     listener.set_inheritable(False)
     listener.setblocking(False)

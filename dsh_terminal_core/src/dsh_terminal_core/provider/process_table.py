@@ -208,17 +208,16 @@ class ProcfsProcessTable(_CheckedSignals):
         current = self.lookup(identity.pid)
         if current is None or current.create_time != identity.create_time:
             return None
-        fields = dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
         try:
-            ignored = int(fields[b"SigIgn"], 16)
-            caught = int(fields[b"SigCgt"], 16)
-        except (KeyError, ValueError):
+            ignored = int(_status_field(status, b"SigIgn"), 16)
+            caught = int(_status_field(status, b"SigCgt"), 16)
+        except ValueError:
             return None
         bit = 1 << (signum - 1)
         if ignored & bit:
             return True
         # pid 1 of a namespace below ours: only signals it handles (and SIGKILL) arrive.
-        nspid = fields.get(b"NSpid", b"").split()
+        nspid = _status_field(status, b"NSpid").split()
         namespace_init = len(nspid) > 1 and nspid[-1] == b"1"
         return namespace_init and signum != signal.SIGKILL and not caught & bit
 
@@ -280,6 +279,23 @@ def default_process_table() -> ProcessTable:
     if sys.platform.startswith("linux") and os.path.isdir(f"{PROC}/self"):
         return ProcfsProcessTable()
     return PsutilProcessTable()
+
+
+def _status_field(status: bytes, name: bytes) -> bytes:
+    """The value of line ``name:`` of a ``/proc/<pid>/status`` text; empty if it is absent.
+
+    Found by its line start rather than by splitting every line: teardown asks several
+    times per process, a thousand terminals at once.
+    """
+    key = b"\n" + name + b":"
+    start = status.find(key)
+    if start < 0:
+        if not status.startswith(name + b":"):
+            return b""
+        start = -1
+    start += len(key)
+    end = status.find(b"\n", start)
+    return status[start:] if end < 0 else status[start:end]
 
 
 def _session_of(pid: int) -> int:

@@ -18,8 +18,10 @@ a failed spawn leaves nothing.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
+import resource
 import shutil
 import signal
 import sys
@@ -32,6 +34,7 @@ from ptyprocess import PtyProcess
 
 from ..kernel.errors import TerminalError
 from ..kernel.turns import loop_turn
+from . import hostlimits
 from .forkclient import encode_request, fork_server
 
 __all__ = [
@@ -92,7 +95,9 @@ async def spawn_pty(
 
     Raises:
         TerminalError: ``SPAWN_FAILED`` when the executable is missing or not executable,
-            ``cwd`` is unusable, or exec fails; no process or descriptor is left behind.
+            ``cwd`` is unusable, or exec fails; ``HOST_LIMIT`` when no descriptor,
+            pseudo-terminal or process is left (see :mod:`.hostlimits`); no process or
+            descriptor is left behind.
     """
     async with loop_turn():
         if spawner != "fork-server" or not _server_supported():
@@ -107,7 +112,13 @@ async def spawn_pty(
                     "SPAWN_FAILED",
                 ) from exc
         request = encode_request(
-            executable, [executable, *argv[1:]], cwd=cwd, env=env, rows=rows, cols=cols
+            executable,
+            [executable, *argv[1:]],
+            cwd=cwd,
+            env=env,
+            rows=rows,
+            cols=cols,
+            nofile=hostlimits.child_open_file_limit(),
         )
     served = await fork_server().spawn(request, name=argv[0])
     if served is not None:
@@ -172,8 +183,11 @@ class _OwnChild:
         return raw
 
     def abandon(self) -> None:
+        # Unreaped, so the pid and the group it leads are still ours (see ServedChild).
         with contextlib.suppress(OSError):
-            os.kill(self.pid, signal.SIGKILL)  # unreaped, so the pid is still ours
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(self.pid, 0)
 
@@ -208,15 +222,25 @@ def spawn_pty_in_process(
     host process. Raises like :func:`spawn_pty`.
     """
     executable = _checked(argv, cwd, env)
+    nofile = hostlimits.child_open_file_limit()
+
+    def prepare_child() -> None:
+        # In preexec so a failure is reported through the exec-error pipe, rather than
+        # raised inside the forked copy of this interpreter.
+        if cwd is not None:
+            os.chdir(cwd)
+        if nofile is not None:
+            _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            limit = nofile if hard == resource.RLIM_INFINITY else min(nofile, hard)
+            resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+
     _TrackedPty._made.instance = None
     try:
         proc = _TrackedPty.spawn(
             [executable, *argv[1:]],
             env=dict(env),
             dimensions=(rows, cols),
-            # chdir in preexec so a failure is reported through the exec-error pipe,
-            # rather than raised inside the forked copy of this interpreter.
-            preexec_fn=(lambda: os.chdir(cwd)) if cwd is not None else None,
+            preexec_fn=prepare_child if cwd is not None or nofile is not None else None,
         )
     except BaseException as exc:
         orphan = _TrackedPty._made.instance
@@ -225,16 +249,40 @@ def spawn_pty_in_process(
             _discard(orphan)
         if not isinstance(exc, Exception):
             raise
+        limit = _in_process_limit(exc, argv[0], forked=orphan is not None)
+        if limit is not None:
+            raise limit from exc
         raise TerminalError(f"cannot spawn {argv[0]!r}: {exc}", "SPAWN_FAILED") from exc
     _TrackedPty._made.instance = None
     try:
         master = os.dup(proc.fd)  # non-inheritable, owned by us alone
     except OSError as exc:
         _discard(proc)
+        limit = hostlimits.open_file_limit_error(exc.errno or 0, argv[0])
+        if limit is not None:
+            raise limit from exc
         raise TerminalError(f"cannot spawn {argv[0]!r}: {exc}", "SPAWN_FAILED") from exc
     _disarm(proc)
     os.set_blocking(master, False)
     return SpawnedPty(pid=proc.pid, master_fd=master, child=_OwnChild(proc.pid))
+
+
+def _in_process_limit(exc: Exception, name: str, *, forked: bool) -> TerminalError | None:
+    """``HOST_LIMIT`` for a failed ptyprocess spawn, where its errno says so.
+
+    ptyprocess allocates the PTY and forks in one call (``pty.fork``): an EAGAIN before
+    any child exists is the PTY's when every pseudo-terminal is taken, else the fork's.
+    """
+    code = getattr(exc, "errno", None)
+    if not isinstance(code, int):
+        return None
+    if forked:
+        stage = "exec"
+    elif code == errno.ENOSPC or (code == errno.EAGAIN and hostlimits.ptys_exhausted()):
+        stage = "pty"
+    else:
+        stage = "fork"
+    return hostlimits.spawn_limit(code, stage, name)
 
 
 def _resolve(command: str, path: str | None) -> str:
@@ -260,6 +308,8 @@ def _disarm(proc: PtyProcess) -> None:
 def _discard(proc: PtyProcess) -> None:
     """Kill and reap a child whose spawn failed; close its master."""
     _disarm(proc)
+    with contextlib.suppress(OSError):
+        os.killpg(proc.pid, signal.SIGKILL)  # the group it leads, if it got that far
     with contextlib.suppress(OSError):
         os.kill(proc.pid, signal.SIGKILL)
     with contextlib.suppress(ChildProcessError):

@@ -18,6 +18,10 @@ the root nor in its session then cannot join later — a session is never joined
 process is reparented only to an ancestor or init, none of them in the tree — so only a
 new process can belong. That is the common close of an idle shell: the sweep at the
 shell's exit costs a handful of reads instead of a second scan of every process.
+
+The full scans a teardown makes on the event loop's behalf are shared with every other
+teardown in flight (:class:`.scans.ScanShare`): an owner closing a thousand terminals
+reads the table a handful of times, not four times per terminal.
 """
 
 from __future__ import annotations
@@ -26,11 +30,12 @@ import asyncio
 import signal
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from ..kernel.errors import TerminalError
 from .process_table import MarkedTable, ProcessIdentity, ProcessInfo, ProcessTable, ScanMark
+from .scans import Scan, ScanShare, full_scan
 
 __all__ = ["ShellControl", "TreeReaper"]
 
@@ -61,10 +66,20 @@ class TreeReaper:
     ``root`` is the PTY child and ``session`` its session id. The reaper never signals
     the root itself; :meth:`teardown` stops it through :class:`ShellControl` so the owner
     can reap it and record its exit status.
+
+    ``scans`` shares the full scans of :meth:`capture_async` with the other reapers of the
+    same table (the provider passes one per table); without it the reaper has its own.
     """
 
-    def __init__(self, table: ProcessTable, root: ProcessIdentity, session: int) -> None:
+    def __init__(
+        self,
+        table: ProcessTable,
+        root: ProcessIdentity,
+        session: int,
+        scans: ScanShare | None = None,
+    ) -> None:
         self._table = table
+        self._scans = scans if scans is not None and scans.table is table else ScanShare(table)
         self._root = root
         self._session = session
         self._captured: dict[ProcessIdentity, None] = {}
@@ -98,12 +113,30 @@ class TreeReaper:
         roots_ok = self._fence_open and self._root_matches()
         if not roots_ok and not self.captured:
             return []
-        rows = self._rows()
+        return self._adopt(self._scan(), roots_ok)
+
+    async def capture_async(self) -> list[ProcessIdentity]:
+        """:meth:`capture` with its full scan in a worker thread, shared with the other
+        captures that ask for one meanwhile (see :class:`.scans.ScanShare`); a full scan
+        does not belong on the loop.
+
+        A capture that only reads what appeared since the last scan runs here at once.
+        """
+        if self._follow_up_mark() is not None:
+            return self.capture()
+        roots_ok = self._fence_open and self._root_matches()
+        if not roots_ok and not self.captured:
+            return []
+        scan = await self._scans.fresh()  # begun after the root was checked
+        with self._lock:
+            self._mark = scan.mark
+        return self._adopt(scan, roots_ok)
+
+    def _adopt(self, scan: Scan, roots_ok: bool) -> list[ProcessIdentity]:
         roots_ok = roots_ok and self._root_matches()
-        by_pid = {row.pid: row for row in rows}
-        parents = self._verified_parents(by_pid, include_root=roots_ok)
+        parents = self._verified_parents(scan.by_pid, include_root=roots_ok)
         adopted: list[ProcessIdentity] = []
-        belonging = self._belonging(rows, parents, session=roots_ok)
+        belonging = self._belonging(scan, parents, session=roots_ok)
         with self._lock:
             for row in belonging:
                 identity = row.identity
@@ -112,35 +145,24 @@ class TreeReaper:
                     adopted.append(identity)
         return adopted
 
-    async def capture_async(self) -> list[ProcessIdentity]:
-        """Run :meth:`capture` in a worker thread; a full scan does not belong on the loop.
-
-        A capture that only reads what appeared since the last scan runs here at once.
-        """
-        if self._follow_up_mark() is not None:
-            return self.capture()
-        return await asyncio.to_thread(self.capture)
-
     def _follow_up_mark(self) -> ScanMark | None:
         """The full scan a capture may follow up on: set while nothing was ever adopted."""
         with self._lock:
             return self._mark if not self._captured else None
 
-    def _rows(self) -> Sequence[ProcessInfo]:
+    def _scan(self) -> Scan:
         """The processes that may belong: those that appeared since the last full scan
         when nothing was adopted yet (see the module docstring), else every process."""
         table = self._table
-        if not isinstance(table, MarkedTable):
-            return table.snapshot()
         mark = self._follow_up_mark()
-        if mark is not None:
+        if mark is not None and isinstance(table, MarkedTable):
             fresh = table.appeared_since(mark)
             if fresh is not None:
-                return fresh
-        rows, mark = table.marked_snapshot()
+                return Scan.of(fresh)
+        scan = full_scan(table)
         with self._lock:
-            self._mark = mark
-        return rows
+            self._mark = scan.mark
+        return scan
 
     def live(self) -> list[ProcessIdentity]:
         """Return captured processes still running (not gone, not reused, not zombies)."""
@@ -189,11 +211,10 @@ class TreeReaper:
         await self.capture_async()
         first = self.live()
         if first:
-            self._ask_to_leave(first)
             # Wait only for what a polite signal can reach: a process that drops them
             # all (a sandbox's pid 1 hears nothing from outside) leaves with its
             # children or is killed with the rest once they are gone.
-            await self.wait_gone([t for t in first if not self._unreachable(t)], grace)
+            await self.wait_gone(self._ask_to_leave(first), grace)
             await self.capture_async()
         await self._kill_live(grace)
         if not shell.exited and not await self._ask_shell_to_exit(shell, grace):
@@ -212,17 +233,27 @@ class TreeReaper:
         self.capture()
         self.signal(self.live(), signal.SIGKILL)
 
-    def _ask_to_leave(self, targets: Sequence[ProcessIdentity]) -> None:
-        for identity in targets:
-            self._table.send_signal(identity, signal.SIGTERM)
-            if self._table.ignores(identity, signal.SIGTERM) is True:
-                self._table.send_signal(identity, signal.SIGHUP)
-            self._table.send_signal(identity, signal.SIGCONT)
+    def _ask_to_leave(self, targets: Sequence[ProcessIdentity]) -> list[ProcessIdentity]:
+        """Send each target the polite signals; return those that may hear one of them.
 
-    def _unreachable(self, identity: ProcessIdentity) -> bool:
-        """True if every polite signal of :meth:`_ask_to_leave` is dropped by ``identity``."""
-        polite = (signal.SIGTERM, signal.SIGHUP, signal.SIGCONT)
-        return all(self._table.ignores(identity, sig) is True for sig in polite)
+        Unreachable is a target that drops SIGTERM, SIGHUP and SIGCONT alike (a sandbox's
+        pid 1 without handlers); the disposition read that decides on SIGHUP counts.
+        """
+        table = self._table
+        reachable: list[ProcessIdentity] = []
+        for identity in targets:
+            table.send_signal(identity, signal.SIGTERM)
+            drops_term = table.ignores(identity, signal.SIGTERM) is True
+            if drops_term:
+                table.send_signal(identity, signal.SIGHUP)
+            table.send_signal(identity, signal.SIGCONT)
+            if not (drops_term and self._drops(identity, (signal.SIGHUP, signal.SIGCONT))):
+                reachable.append(identity)
+        return reachable
+
+    def _drops(self, identity: ProcessIdentity, signals: Iterable[int]) -> bool:
+        """True if ``identity`` surely drops every one of ``signals``."""
+        return all(self._table.ignores(identity, sig) is True for sig in signals)
 
     async def _ask_shell_to_exit(self, shell: ShellControl, grace: float) -> bool:
         """Send SIGTERM, and SIGHUP unless it surely handles SIGTERM; repeat with backoff.
@@ -274,7 +305,9 @@ class TreeReaper:
         row = self._table.lookup(identity.pid)
         return row is not None and row.create_time == identity.create_time and not row.zombie
 
-    def _verified_parents(self, by_pid: dict[int, ProcessInfo], *, include_root: bool) -> set[int]:
+    def _verified_parents(
+        self, by_pid: Mapping[int, ProcessInfo], *, include_root: bool
+    ) -> set[int]:
         """Pids whose children may be adopted: the root (fence open) and captured processes
         that matched both in the snapshot and after it."""
         parents = {self._root.pid} if include_root else set()
@@ -288,21 +321,16 @@ class TreeReaper:
                 parents.add(identity.pid)
         return parents
 
-    def _belonging(
-        self, rows: Sequence[ProcessInfo], parents: set[int], *, session: bool
-    ) -> list[ProcessInfo]:
-        children: dict[int, list[ProcessInfo]] = {}
-        for row in rows:
-            children.setdefault(row.ppid, []).append(row)
+    def _belonging(self, scan: Scan, parents: set[int], *, session: bool) -> list[ProcessInfo]:
         found: dict[int, ProcessInfo] = {}
         stack = list(parents)
         while stack:
-            for row in children.get(stack.pop(), ()):
+            for row in scan.children.get(stack.pop(), ()):
                 if row.pid not in found and row.pid not in parents:
                     found[row.pid] = row
                     stack.append(row.pid)
         if session:
-            for row in rows:
-                if row.sid == self._session and row.pid != self._root.pid:
+            for row in scan.members.get(self._session, ()):
+                if row.pid != self._root.pid:
                     found.setdefault(row.pid, row)
         return [row for row in found.values() if not row.zombie and row.pid != self._root.pid]

@@ -26,7 +26,7 @@ import attrs
 
 from ..kernel.errors import TerminalError, UnsupportedPlatform
 from ..kernel.signals import FOREGROUND_SIGNALS
-from . import hostexit, hostguard
+from . import hostexit, hostguard, hostlimits
 from .env import child_environment
 from .inspector import (
     PollingWait,
@@ -39,6 +39,7 @@ from .peer import TerminalInput
 from .process_table import ProcessIdentity, ProcessTable, default_process_table
 from .procfiles import KeptFiles
 from .procfs import read_stat
+from .scans import ScanShare
 from .taskfacts import (
     executable_id,
     quietly_asleep,
@@ -84,6 +85,9 @@ class LocalTerminalProvider:
     in-process where the server cannot run) keeps every fork off this process so opening
     a terminal never stalls the event loop; ``"in-process"`` forks here. The fork server
     starts (off the loop) at the first spawn; :meth:`prestart` starts it earlier.
+
+    Making a provider raises this process's soft open-file limit to the hard one (once
+    per process, see :mod:`.hostlimits`); its shells still start with the limit given.
     """
 
     def __init__(
@@ -97,7 +101,11 @@ class LocalTerminalProvider:
                 f"spawner must be 'fork-server' or 'in-process', got {spawner!r}",
                 "INVALID_ARGUMENT",
             )
+        hostlimits.raise_open_file_limit()
         self._table: ProcessTable = process_table or default_process_table()
+        # Every teardown of this provider's terminals shares the full scans of the table.
+        self._scans = ScanShare(self._table)
+        self._opening = 0  # opens between their descriptor check and their end
         self._probe: StdinProbe | None = stdin_probe
         self._spawner: Spawner = spawner
         self._wrappers: list[ProcessWrapper] = []
@@ -134,7 +142,11 @@ class LocalTerminalProvider:
         Raises:
             UnsupportedPlatform: on Windows.
             TerminalError: ``SPAWN_FAILED`` when the executable is missing, ``cwd`` is
-                unusable or exec fails; nothing is left running or open.
+                unusable or exec fails; ``HOST_LIMIT`` when a limit of the machine is in
+                the way — descriptors (also while fewer than
+                :data:`.hostlimits.DESCRIPTOR_HEADROOM` are left), processes,
+                pseudo-terminals — naming it and how to raise it. Nothing is left
+                running or open.
         """
         if sys.platform == "win32":
             raise UnsupportedPlatform(
@@ -145,15 +157,30 @@ class LocalTerminalProvider:
             self._probe = default_stdin_probe()
         probe = self._probe
         async with loop_turn():
+            hostlimits.check_descriptor_headroom(spec.argv[0], self._opening + 1)
             env = child_environment(spec.env)
-        spawned = await spawn_pty(
-            spec.argv,
-            cwd=spec.cwd,
-            env=env,
-            rows=spec.rows,
-            cols=spec.cols,
-            spawner=self._spawner,
-        )
+        self._opening += 1
+        try:
+            spawned = await spawn_pty(
+                spec.argv,
+                cwd=spec.cwd,
+                env=env,
+                rows=spec.rows,
+                cols=spec.cols,
+                spawner=self._spawner,
+            )
+            return await self._handle(loop, spawned, spec, probe)
+        finally:
+            self._opening -= 1
+
+    async def _handle(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        spawned: SpawnedPty,
+        spec: TerminalSpawnSpec,
+        probe: StdinProbe,
+    ) -> LocalTerminalProcess:
+        """Build and start the handle of a spawned child; on failure leave nothing."""
         process: LocalTerminalProcess | None = None
         started = False
         try:
@@ -163,15 +190,24 @@ class LocalTerminalProvider:
             # last turn, so it sets up its output handler before any output is read.
             async with loop_turn():
                 facts = _ChildFacts.read(spawned, self._table, probe, spec.argv[0])
-                process = LocalTerminalProcess(loop, spawned, spec, self._table, probe, facts)
+                process = LocalTerminalProcess(
+                    loop, spawned, spec, self._table, probe, facts, scans=self._scans
+                )
             async with loop_turn():
                 started = True
                 process._start()  # cleans up after itself if it fails
-        except BaseException:
+        except BaseException as exc:
             if process is None:
                 _abandon(spawned, close_fds=True)
             elif not started:
                 process._discard()
+            limit = (
+                hostlimits.open_file_limit_error(exc.errno or 0, spec.argv[0])
+                if isinstance(exc, OSError)
+                else None
+            )
+            if limit is not None:
+                raise limit from exc
             raise
         wrapped: TerminalProcess = process
         for wrap in self._wrappers:
@@ -193,6 +229,10 @@ class _ChildFacts:
     ) -> _ChildFacts:
         row = table.lookup(spawned.pid)
         if row is None:
+            # Unreaped, so it is there: a read that failed for want of a descriptor.
+            shortage = hostlimits.descriptor_shortage(name)
+            if shortage is not None:
+                raise shortage
             raise TerminalError(
                 f"cannot spawn {name!r}: the child vanished at start", "SPAWN_FAILED"
             )
@@ -221,6 +261,8 @@ class LocalTerminalProcess:
         table: ProcessTable,
         probe: StdinProbe,
         facts: _ChildFacts,
+        *,
+        scans: ScanShare | None = None,
     ) -> None:
         self._loop = loop
         self._spawned = spawned
@@ -240,7 +282,7 @@ class LocalTerminalProcess:
         self._exit_task: asyncio.Task[None] | None = None
         self._identity = facts.identity
         self._session = facts.session
-        self._reaper = TreeReaper(table, self._identity, self._session)
+        self._reaper = TreeReaper(table, self._identity, self._session, scans)
         self._terminal: TerminalIdentity | None = facts.terminal
         self._channel = PtyChannel(loop, spawned.master_fd)
         # The slave's input queue, asked on every send through a peer kept open while
