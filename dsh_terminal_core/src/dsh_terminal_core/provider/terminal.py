@@ -179,7 +179,7 @@ class LocalTerminalProvider:
         spawned: SpawnedPty,
         spec: TerminalSpawnSpec,
         probe: StdinProbe,
-    ) -> LocalTerminalProcess:
+    ) -> TerminalProcess:
         """Build and start the handle of a spawned child; on failure leave nothing."""
         process: LocalTerminalProcess | None = None
         started = False
