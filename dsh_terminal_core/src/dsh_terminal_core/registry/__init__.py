@@ -1,7 +1,8 @@
 """The session registry (``ctx.terminals``): owner-scoped sessions and the backend contracts.
 
 Owns: :class:`TerminalSessionService` (ids, authorization, limits, cleanup), the types
-a backend implements and returns (:mod:`.types`), the one rule for waiting on a line
+a backend implements and returns (:mod:`.types`), who types into a session (the agent,
+or a person who took control: :mod:`.control`), the one rule for waiting on a line
 (:mod:`.linematch`), backspace rendering (:mod:`.overstrike`) and the core ``terminals``
 plugin (:mod:`.plugin`). Backend and consumer authors import from here.
 
@@ -17,9 +18,12 @@ from .types import (
     STATUS_SCHEMA,
     BackendSession,
     BackendSpawnContext,
+    HumanReport,
+    HumanReportValue,
     LineTailSession,
     ListeningSession,
     MarkedBackend,
+    RawInputSession,
     ReadRequest,
     ReadResult,
     ScreenRead,
@@ -38,6 +42,7 @@ from .types import (
     TerminalBackend,
     TerminalSize,
     WaitReason,
+    WatchedSession,
     status_text,
 )
 
@@ -52,9 +57,12 @@ __all__ = [
     "BackendCleanupError",
     "BackendSession",
     "BackendSpawnContext",
+    "HumanReport",
+    "HumanReportValue",
     "LineTailSession",
     "ListeningSession",
     "MarkedBackend",
+    "RawInputSession",
     "ReadRequest",
     "ReadResult",
     "ScreenRead",
@@ -75,5 +83,6 @@ __all__ = [
     "TerminalSessionService",
     "TerminalSize",
     "WaitReason",
+    "WatchedSession",
     "status_text",
 ]

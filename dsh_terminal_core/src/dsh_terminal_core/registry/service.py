@@ -36,6 +36,7 @@ from ..kernel.errors import (
 )
 from ..kernel.secret import Secret, check_secret_text
 from ..kernel.turns import take_turn
+from .control import HumanControl, HumanGate
 from .linematch import compile_line_pattern
 from .types import (
     ALLOWED_SIGNALS,
@@ -85,6 +86,10 @@ class _Entry:
     opened_by: str | None = None
     closing: asyncio.Task[None] | None = None
     world: str = "local"
+    # Who types into it: the agent, or a person who took control (SPEC §22).
+    human: HumanControl = attrs.field(
+        default=attrs.Factory(lambda self: HumanControl(self.session_id), takes_self=True)
+    )
 
 
 @attrs.define(eq=False)
@@ -115,8 +120,11 @@ class _OwnerState:
         return not (self.sessions or self.pending or self.cleanup_errors or self.orphans)
 
 
-class TerminalSessionService:
+class TerminalSessionService(HumanGate):
     """Mint ids for backend sessions, authorize every call, and clean up after owners.
+
+    While a person holds control of a session (:class:`HumanGate`), its sends, signals
+    and resizes are refused with ``HUMAN_CONTROL``.
 
     ``max_sessions_per_owner`` bounds live sessions plus spawns in flight per owner.
     """
@@ -508,6 +516,10 @@ class TerminalSessionService:
             )
         return entry
 
+    def _control(self, owner: Agent, session_id: str) -> tuple[BackendSession, HumanControl]:
+        entry = self._authorize(owner, session_id)
+        return entry.session, entry.human
+
     # -- session operations ---------------------------------------------------------------
 
     def start_send(self, owner: Agent, session_id: str, request: SendRequest) -> SendOperation:
@@ -517,6 +529,7 @@ class TerminalSessionService:
         has settled and the session can take the next send.
         """
         entry = self._authorize(owner, session_id)
+        entry.human.refuse_agent()
         if not isinstance(request, SendRequest):
             raise TerminalError("expected a SendRequest", "INVALID_ARGUMENT")
         if not isinstance(request.text, str):
@@ -545,7 +558,9 @@ class TerminalSessionService:
             compile_line_pattern(request.wait_for, "wait_for")  # the same rules as the tool's
         if request.secret is not None:
             _check_secret_send(entry.session, session_id, request)
-        return entry.session.start_send(request)
+        op = entry.session.start_send(request)
+        entry.human.track(op)
+        return op
 
     def hidden_prompt(self, owner: Agent, session_id: str) -> str:
         """The prompt line of the hidden-input prompt ``session_id`` waits at now.
@@ -576,6 +591,7 @@ class TerminalSessionService:
     async def signal(self, owner: Agent, session_id: str, sig: str) -> SignalResult:
         """Send ``sig`` (one of :data:`ALLOWED_SIGNALS`) to the session's foreground group."""
         entry = self._authorize(owner, session_id)
+        entry.human.refuse_agent()
         if sig not in ALLOWED_SIGNALS:
             raise TerminalError(
                 f"signal must be one of {', '.join(ALLOWED_SIGNALS)}", "INVALID_ARGUMENT"
@@ -585,6 +601,7 @@ class TerminalSessionService:
     def resize(self, owner: Agent, session_id: str, rows: int, cols: int) -> TerminalSize:
         """Set the session's window size (``rows`` x ``cols``); the program sees SIGWINCH."""
         entry = self._authorize(owner, session_id)
+        entry.human.refuse_agent()
         _check_size(rows, cols)
         return entry.session.resize(rows, cols)
 
@@ -641,6 +658,7 @@ class TerminalSessionService:
             entry.closing = None
             raise
         self._sessions.pop(entry.session_id, None)
+        entry.human.close()
         state = self._owners.get(entry.owner)
         if state is not None:
             state.sessions.pop(entry.session_id, None)
