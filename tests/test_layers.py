@@ -19,7 +19,17 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 CORE = ROOT / "dsh_terminal_core"
 PACKAGE = CORE / "src" / "dsh_terminal_core"
-LAYERS = ("kernel", "provider", "sandbox", "registry", "secrets", "worlds", "mcp", "cli")
+LAYERS = (
+    "kernel",
+    "provider",
+    "sandbox",
+    "registry",
+    "secrets",
+    "worlds",
+    "human",
+    "mcp",
+    "cli",
+)
 SOURCES = [
     ROOT / "dsh_terminal_core/src",
     ROOT / "dsh_terminal_bash/src",

@@ -23,6 +23,7 @@ from .cancel import Cancellation
 from .context import Context, dispose_service
 from .errors import ConfigError, DisposeError, DshError
 from .heapfreeze import freeze_loaded_heap
+from .humanask import HumanAsker
 from .plugins import (
     ENTRY_POINT_GROUP,
     LoadedPlugin,
@@ -254,14 +255,22 @@ class Harness:
         *,
         cancel: Cancellation | None = None,
         ask_secret: SecretAsker | None = None,
+        ask_human: HumanAsker | None = None,
     ) -> ToolResult:
         """Call tool ``name`` as ``agent``; failures come back as ``is_error`` results.
 
         ``ask_secret`` lets a tool ask the caller's person for a secret (the MCP server
         passes its URL-mode elicitation); without it such a tool answers ``NO_SECRET``.
+        ``ask_human`` shows the person a control link the same way; without it
+        ``terminal_ask_human`` uses the ``dsh_ask_human`` hooks.
         """
         await agent.arrived(ARRIVAL_WAIT_S)
-        exec_ = ToolExec(agent=agent, cancel=cancel or Cancellation(), ask_secret=ask_secret)
+        exec_ = ToolExec(
+            agent=agent,
+            cancel=cancel or Cancellation(),
+            ask_secret=ask_secret,
+            ask_human=ask_human,
+        )
         # Not started: ctx.tools says which service is missing.
         tools: ToolRegistry = self._tools() if self._tools is not None else self.ctx.tools
         return await tools.call(name, dict(args) if args is not None else {}, exec_)

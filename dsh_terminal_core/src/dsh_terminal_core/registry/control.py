@@ -39,7 +39,7 @@ from .types import (
 if TYPE_CHECKING:
     from .types import BackendSession
 
-__all__ = ["HAND_BACK_SETTLE_MS", "MAX_RAW_CHARS", "HumanControl", "HumanGate"]
+__all__ = ["HAND_BACK_SETTLE_MS", "MAX_RAW_CHARS", "HumanControl", "HumanGate", "State"]
 
 HAND_BACK_SETTLE_MS = 2000
 """How long handing back waits for the person's last command to settle before the agent
@@ -111,6 +111,10 @@ class HumanGate:
 
     def _control(self, owner: Agent, session_id: str) -> tuple[BackendSession, HumanControl]:
         raise NotImplementedError
+
+    def control_state(self, owner: Agent, session_id: str) -> State:
+        """``agent``, ``taking``, ``person``, ``returning`` (or ``closed``) for the session."""
+        return self._control(owner, session_id)[1].state
 
     def in_human_control(self, owner: Agent, session_id: str) -> bool:
         """True while a person holds control of the session (or is taking it)."""
