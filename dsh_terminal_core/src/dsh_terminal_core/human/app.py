@@ -169,6 +169,7 @@ class WatchApp:
         )
         wake = asyncio.Event()
         remove = session.watch(wake.set) if isinstance(session, WatchedSession) else _nothing
+        unwatch = service.terminals.watch_control(link.owner, link.session_id, link.changed.set)
         gone = asyncio.Event()
 
         async def until_gone() -> None:
@@ -226,6 +227,7 @@ class WatchApp:
             pass  # the page went away mid-write
         finally:
             remove()
+            unwatch()
             for waiting in (*waits.values(), watcher):
                 waiting.cancel()
             service.page_closed(link)

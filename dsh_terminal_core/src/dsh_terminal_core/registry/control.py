@@ -22,7 +22,9 @@ this; it lives apart so the service stays one job per module.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
 from ..kernel.agents import Agent, Notice
@@ -56,11 +58,32 @@ class HumanControl:
 
     def __init__(self, session_id: str) -> None:
         self.session_id = session_id
-        self.state: State = "agent"
+        self._state: State = "agent"
+        self._watchers: list[Callable[[], None]] = []
         self._inflight: SendOperation | None = None
         self._took_at = 0.0
         self._line_begin = 0
         self._report: HumanReport | None = None
+
+    @property
+    def state(self) -> State:
+        return self._state
+
+    @state.setter
+    def state(self, state: State) -> None:
+        self._state = state
+        for callback in list(self._watchers):
+            callback()
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` after every change of :attr:`state`; returns a remover."""
+        self._watchers.append(callback)
+
+        def remove() -> None:
+            with contextlib.suppress(ValueError):
+                self._watchers.remove(callback)
+
+        return remove
 
     @property
     def held(self) -> bool:
@@ -115,6 +138,12 @@ class HumanGate:
     def control_state(self, owner: Agent, session_id: str) -> State:
         """``agent``, ``taking``, ``person``, ``returning`` (or ``closed``) for the session."""
         return self._control(owner, session_id)[1].state
+
+    def watch_control(
+        self, owner: Agent, session_id: str, callback: Callable[[], None]
+    ) -> Callable[[], None]:
+        """Call ``callback`` whenever control of the session changes hands, or it closes."""
+        return self._control(owner, session_id)[1].watch(callback)
 
     def in_human_control(self, owner: Agent, session_id: str) -> bool:
         """True while a person holds control of the session (or is taking it)."""
