@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from dsh_terminal_core.kernel.harness import Harness
 
 from ..helpers import full_access
@@ -82,3 +84,31 @@ async def test_read_only_guessed_expired_and_closed_links() -> None:
             assert (await stream.until("end"))["reason"] == "closed"
         closed = await request("GET", url)
         assert closed.status == 404 and closed.body == b""
+
+
+async def test_a_secret_typed_at_a_hidden_prompt_never_reaches_the_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    secret = "s3cret-Value_never-shown"
+    monkeypatch.setenv("HUMAN_TEST_SECRET", secret)
+    config = full_access(secrets={"env": {"db": "HUMAN_TEST_SECRET"}})
+    async with Harness(config=config) as h:
+        agent = h.create_agent("a")
+        sid = await _open(h, agent, screen=True)
+        url = (await h.call_tool(agent, "terminal_watch", {"sessionId": sid})).value["url"]
+        async with events(url) as stream:
+            hidden = await h.call_tool(
+                agent, "terminal_send", {"sessionId": sid, "text": "read -r -s -p 'pw: ' pw"}
+            )
+            assert hidden.value["inputHidden"] is True, hidden.value
+            typed = await h.call_tool(
+                agent, "terminal_send", {"sessionId": sid, "secret": {"name": "db"}}
+            )
+            assert not typed.is_error, typed.text
+            await h.call_tool(
+                agent, "terminal_send", {"sessionId": sid, "text": "echo done-$((1))"}
+            )
+            view = await stream.until("screen", lambda v: "done-1" in v["text"])
+            assert secret not in view["text"]
+        page = await request("GET", url)
+        assert secret.encode() not in page.body
