@@ -30,6 +30,8 @@ TERMINAL_TOOLS = (
     "terminal_close",
     "terminal_list",
     "terminal_resize",
+    "terminal_watch",
+    "terminal_ask_human",
 )
 
 

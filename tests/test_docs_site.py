@@ -27,6 +27,8 @@ EXPECTED_TOOLS = {
     "terminal_close",
     "terminal_list",
     "terminal_resize",
+    "terminal_watch",
+    "terminal_ask_human",
     "pty_open",
     "pty_send",
     "pty_tail",

@@ -27,6 +27,7 @@ LAYERS = (
     "secrets",
     "worlds",
     "records",
+    "human",
     "mcp",
     "cli",
 )

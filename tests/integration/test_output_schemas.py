@@ -59,6 +59,16 @@ async def test_real_values_conform_to_their_schemas(tmp_path: Any) -> None:
         await call("terminal_close", {"sessionId": sid})
         resized = (await call("terminal_open", {}))["sessionId"]
         await call("terminal_resize", {"sessionId": resized, "rows": 30, "cols": 100})
+        await call("terminal_watch", {"sessionId": resized})
+        await call("terminal_watch", {"sessionId": resized, "control": True, "ttlS": 60})
+        await call("terminal_ask_human", {"sessionId": resized, "reason": "x"})  # unavailable
+        terminals = h.ctx.terminals
+        for reader in ("terminal_send", "terminal_read"):  # a person's time rides on each
+            await terminals.take_control(agent, resized)
+            await terminals.type_as_person(agent, resized, "echo person\r")
+            await terminals.hand_back(agent, resized)
+            args = {"sessionId": resized, "text": "true"} if reader == "terminal_send" else {}
+            assert "human" in await call(reader, {"sessionId": resized, **args})
         await call("terminal_close", {"sessionId": resized})
 
         pid = (await call("pty_open", {"command": "echo one", "env": {"A": "1"}}))["sessionId"]

@@ -619,6 +619,16 @@ class BashSession(SessionProbe, CancelEnforcement):
             return text[at + 1 + len(prompted) :]
         return text[len(echoed) :] if text.startswith(echoed) else text
 
+    async def type_raw(self, text: str) -> None:
+        """Write a person's keys to the terminal as they are (SPEC §22): no readiness, no
+        echo handling, nothing settles. The registry allows it only while a person holds
+        control, when no send of the agent is in flight.
+        """
+        if self._closing or self._status.kind == "exited":
+            raise TerminalError(f"session {self.session_id} has ended", "SESSION_EXITED")
+        if text:
+            await self._process.write(text.encode("utf-8"))
+
     # -- read, signal, close ----------------------------------------------------------
 
     def read(self, request: ReadRequest) -> ReadResult:

@@ -1,4 +1,4 @@
-"""Plugin ``tool-terminal``: the six ``terminal_*`` tools and their guidance section."""
+"""Plugin ``tool-terminal``: the ``terminal_*`` tools (watch links too) and their guidance."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def dsh_plugin_info() -> PluginInfo:
 
 @hookimpl
 def dsh_apply(ctx: Context, config: Config, container: ToolTerminalContainer) -> None:
-    for tool in container.tools():
+    for tool in (*container.tools(), *container.watch_tools()):
         ctx.tools.register(tool)
     background = config.enable_run_in_background and ctx.has("jobs")
     ctx.system_prompt.section("terminal-guidance", GUIDANCE_ORDER, guidance(background))

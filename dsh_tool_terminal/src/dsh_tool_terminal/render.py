@@ -156,3 +156,16 @@ def render_list(value: ListValue, max_bytes: int) -> str:
             + (f" listening {listening_text(s['listening'])}" if s.get("listening") else "")
         )
     return cap_text("\n".join(lines), max_bytes, keep="head")
+
+
+def with_human(value: SendValue | ReadValue, text: str, max_bytes: int) -> str:
+    """``text`` led by a line saying a person held the session, when the value says so."""
+    human = value.get("human")
+    if human is None:
+        return text
+    line = (
+        f"[a person had control from {human['tookControlAt']} to {human['handedBackAt']}; "
+        f"lines {human['lineBegin']}-{human['lineEnd']} are theirs: terminal_read "
+        f"offset={human['lineBegin']}]"
+    )
+    return cap_text(f"{line}\n{text}", max_bytes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 
@@ -58,6 +58,9 @@ from .wire import (
 )
 
 __all__ = ["MAX_SEND_CHARS", "terminal_tools"]
+
+# The values a person's time in control rides on, once (SPEC §22).
+_Reported = TypeVar("_Reported", SendValue, ReadValue)
 
 # What terminal_list says opened the sessions these tools open.
 OPENED_BY = "terminal"
@@ -120,7 +123,7 @@ def terminal_tools(
     # -- terminal_send ------------------------------------------------------------------
 
     def render_send(args: SendArgs, value: SendValue) -> str:
-        return render.render_send(value, cap, args["sessionId"])
+        return render.with_human(value, render.render_send(value, cap, args["sessionId"]), cap)
 
     @tool(
         "terminal_send",
@@ -154,7 +157,14 @@ def terminal_tools(
         except asyncio.CancelledError:
             await asyncio.shield(op.cancel())
             raise
-        return send_value(result)
+        return _with_report(send_value(result), exec_, args["sessionId"])
+
+    def _with_report(value: _Reported, exec_: ToolExec, session_id: str) -> _Reported:
+        """Add, once, what a person did while they held the session (SPEC §22)."""
+        report = terminals().take_human_report(exec_.agent, session_id)
+        if report is not None:
+            value["human"] = report.to_wire()
+        return value
 
     if not config.enable_run_in_background:
         # Background sends disabled: run_in_background is not offered at all.
@@ -265,8 +275,10 @@ def terminal_tools(
 
     def render_read(args: ReadArgs, value: ReadValue) -> str:
         if "screen" in value:
-            return render.render_screen_read(value, cap, args["sessionId"])
-        return render.render_read(value, cap, args["sessionId"])
+            text = render.render_screen_read(value, cap, args["sessionId"])
+        else:
+            text = render.render_read(value, cap, args["sessionId"])
+        return render.with_human(value, text, cap)
 
     @tool(
         "terminal_read",
@@ -282,7 +294,8 @@ def terminal_tools(
         if args.get("screen"):
             if "offset" in args or "count" in args:
                 raise InvalidArgument("screen=true reads the screen; offset/count do not apply")
-            return screen_read_value(terminals().read_screen(exec_.agent, args["sessionId"]))
+            screen = screen_read_value(terminals().read_screen(exec_.agent, args["sessionId"]))
+            return _with_report(screen, exec_, args["sessionId"])
         result = terminals().read(
             exec_.agent,
             args["sessionId"],
@@ -292,7 +305,7 @@ def terminal_tools(
                 max_bytes=output_bytes,
             ),
         )
-        return read_value(result)
+        return _with_report(read_value(result), exec_, args["sessionId"])
 
     # -- terminal_signal ----------------------------------------------------------------
 

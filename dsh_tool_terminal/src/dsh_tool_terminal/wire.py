@@ -14,6 +14,7 @@ from typing import Annotated, Literal, NotRequired, TypedDict
 from dsh_terminal_core.kernel.tooldecl import Raw
 from dsh_terminal_core.provider import ListenerValue
 from dsh_terminal_core.registry import (
+    HumanReportValue,
     ReadResult,
     ScreenRead,
     ScreenValue,
@@ -44,6 +45,11 @@ __all__ = [
 ]
 
 Screen = Annotated[ScreenValue, "The visible screen; cursor is [row, column] from 0."]
+Human = Annotated[
+    HumanReportValue,
+    "Once, after a person took control of the session and handed it back: when, and the "
+    "lines printed meanwhile (numbered as terminal_read counts, both included).",
+]
 Listening = Annotated[
     list[ListenerValue],
     "Sockets the session's processes listen on (TCP: address and port; a unix socket: "
@@ -80,6 +86,7 @@ class SendValue(TypedDict):
         ]
     ]
     listening: NotRequired[Listening]
+    human: NotRequired[Human]
 
 
 SendOutput = Annotated[
@@ -105,6 +112,7 @@ class ReadValue(TypedDict, total=False):
         "the next one.",
     ]
     screen: Screen
+    human: Human
     rows: int
     cols: int
 

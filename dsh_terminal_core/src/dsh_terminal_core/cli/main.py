@@ -148,6 +148,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     mcp.add_argument("--workspace", help="workspace root (env DSH_WORKSPACE_ROOT; default: cwd)")
     _add_http_arguments(mcp)
+    attach = commands.add_parser(
+        "attach", help="attach this terminal to a watch link, like tmux attach (SPEC §22)"
+    )
+    attach.add_argument("url", help="a link from terminal_watch or terminal_ask_human")
     world = commands.add_parser(
         "world",
         help="the world agent: PTYs where the work runs, for a harness elsewhere (SPEC §21)",
@@ -208,6 +212,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .demo import run_demo
 
             return asyncio.run(run_demo(args.sandbox))
+        if args.command == "attach":
+            from .attach import attach as attach_to
+
+            return attach_to(args.url)
         if args.command == "world":
             from ..worlds import serve as worlds
 

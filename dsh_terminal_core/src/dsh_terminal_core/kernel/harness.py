@@ -23,6 +23,7 @@ from .cancel import Cancellation
 from .context import Context, dispose_service
 from .errors import ConfigError, DisposeError, DshError
 from .heapfreeze import freeze_loaded_heap
+from .humanask import HumanAsker
 from .plugins import (
     ENTRY_POINT_GROUP,
     LoadedPlugin,
@@ -255,6 +256,7 @@ class Harness:
         cancel: Cancellation | None = None,
         ask_secret: SecretAsker | None = None,
         identity: str | None = None,
+        ask_human: HumanAsker | None = None,
     ) -> ToolResult:
         """Call tool ``name`` as ``agent``; failures come back as ``is_error`` results.
 
@@ -262,10 +264,16 @@ class Harness:
         passes its URL-mode elicitation); without it such a tool answers ``NO_SECRET``.
         ``identity`` names the authenticated identity the call came as (the MCP HTTP
         server passes its bearer-token identity); the audit log records it.
+        ``ask_human`` shows the person a control link the same way; without it
+        ``terminal_ask_human`` uses the ``dsh_ask_human`` hooks.
         """
         await agent.arrived(ARRIVAL_WAIT_S)
         exec_ = ToolExec(
-            agent=agent, cancel=cancel or Cancellation(), ask_secret=ask_secret, identity=identity
+            agent=agent,
+            cancel=cancel or Cancellation(),
+            ask_secret=ask_secret,
+            ask_human=ask_human,
+            identity=identity,
         )
         # Not started: ctx.tools says which service is missing.
         tools: ToolRegistry = self._tools() if self._tools is not None else self.ctx.tools

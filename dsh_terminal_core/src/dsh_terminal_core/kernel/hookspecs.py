@@ -59,6 +59,17 @@ def dsh_secret_source(name: str, owner: Agent) -> str | Secret | None:
 
 
 @hookspec
+def dsh_ask_human(session_id: str, url: str, reason: str) -> None:
+    """Show a person ``url``, a control link to ``session_id``, because the agent asks for help.
+
+    ``terminal_ask_human`` calls it in-process (a client over MCP is asked through
+    URL-mode elicitation instead); the call then waits for the person to take control
+    and hand back, or for the link to expire. Runs synchronously: show the link, do not
+    wait for the person. With no implementation the tool answers ``unavailable``.
+    """
+
+
+@hookspec
 def dsh_agent_created(agent: Agent, ctx: Context) -> None:
     """``agent`` was just created by ``Harness.create_agent``; runs synchronously.
 

@@ -25,6 +25,7 @@ from .toolschema import NullDropper, null_dropper, published
 
 if TYPE_CHECKING:
     from .agents import Agent
+    from .humanask import HumanAsker
     from .secret import SecretAsker
 
 __all__ = [
@@ -73,15 +74,16 @@ NOTICES_SCHEMA: dict[str, Any] = {
 class ToolExec:
     """Who is calling, how to notice that the call was cancelled, how to ask its person.
 
-    ``ask_secret`` is set by a host that can reach the person at the client (the MCP
-    server, through URL-mode elicitation); None elsewhere. ``identity`` is the
-    authenticated identity the call arrived as (the MCP HTTP server's bearer-token
+    ``ask_secret`` and ``ask_human`` are set by a host that can reach the person at the
+    client (the MCP server, through URL-mode elicitation); None elsewhere. ``identity`` is
+    the authenticated identity the call arrived as (the MCP HTTP server's bearer-token
     identity); None in-process and over stdio.
     """
 
     agent: Agent = attrs.field(eq=False)
     cancel: Cancellation = attrs.field(factory=Cancellation, eq=False)
     ask_secret: SecretAsker | None = attrs.field(default=None, eq=False)
+    ask_human: HumanAsker | None = attrs.field(default=None, eq=False)
     identity: str | None = None
 
 

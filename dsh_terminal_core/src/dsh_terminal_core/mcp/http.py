@@ -17,6 +17,9 @@ connection for ``idle_ttl_s`` is reaped. SIGTERM, SIGINT or SIGHUP stop acceptin
 identity (sends in flight settle, process trees are torn down), close the harness and
 return 0; a second signal kills every session at once and exits 1, as on stdio.
 
+Watch links (SPEC §22) are served under ``/watch/<token>`` on the same address, without a
+bearer token: the link is its own capability (:mod:`dsh_terminal_core.human`).
+
 ``GET /healthz`` answers 200 without a token, for a liveness probe; it says nothing
 about the server beyond that it answers.
 
@@ -39,6 +42,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from ..human import HumanService
+from ..human.service import WATCH_PREFIX
 from ..kernel.agents import Agent
 from ..kernel.errors import DisposeError, DshError
 from ..kernel.harness import Harness
@@ -266,8 +271,11 @@ async def _serve(
         manager = StreamableHTTPSessionManager(
             server, security_settings=_security_settings(options), json_response=True
         )
-        gateway = _Gateway(manager, options.tokens, identities, stop)
         port = int(listener.getsockname()[1])
+        human = harness.ctx.human if harness.ctx.has("human") else None
+        if human is not None:  # watch links on this server's own address (SPEC §22)
+            human.serve_at(public_base(options.bind, port))
+        gateway = _Gateway(manager, options.tokens, identities, stop, human)
         http = _http_server(gateway, on_started=lambda: _listening(options, port))
         status = 0
         failed = False
@@ -340,6 +348,17 @@ def _announce(harness: Harness, options: HttpOptions) -> None:
         log.warning("%s", warning)
 
 
+def public_base(bind: BindAddress, port: int) -> str:
+    """``http://HOST:PORT`` for links to this server: the bound host, or this host's name
+    when bound to every address (0.0.0.0, ::)."""
+    host = bind.host
+    if host in ("", "0.0.0.0", "::"):
+        host = socket.gethostname()
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
 def _listening(options: HttpOptions, port: int) -> None:
     log.info(
         "listening on %s (idle identities reaped after %g s)",
@@ -389,8 +408,10 @@ class _Gateway:
         tokens: TokenTable | None,
         identities: Identities,
         stop: _Stop,
+        human: HumanService | None = None,
     ) -> None:
         self._manager = manager
+        self._human = human
         self._tokens = tokens
         self._identities = identities
         self._stop = stop
@@ -401,6 +422,10 @@ class _Gateway:
         path = scope["path"]
         if path == HEALTH_PATH and scope["method"] in {"GET", "HEAD"}:
             await _respond(send, 200, b"ok\n")
+            return
+        if path.startswith(WATCH_PREFIX) and self._human is not None:
+            # A watch link is its own capability: no bearer token, never one on the page.
+            await self._human.app(scope, receive, send)
             return
         if path != MCP_PATH:
             await _respond(send, 404, b"not found; the MCP endpoint is /mcp\n")

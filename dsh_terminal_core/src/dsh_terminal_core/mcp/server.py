@@ -52,10 +52,12 @@ from ..kernel.configfile import (
 )
 from ..kernel.errors import DisposeError, DshError
 from ..kernel.harness import Harness
+from ..kernel.humanask import HumanAnswer, HumanAsk
 from ..kernel.secret import Secret, SecretAsk
 from ..provider import hostexit
 from ..sandbox.bwrap import SandboxHealth
 from .asks import AskRound, PendingAsks, request_state_boundary
+from .human_ask import ask_human_by_url, no_human_asks
 from .secret_page import PAGE_VALID_S, SecretPages, ask_by_url
 from .stdio import StdioWire
 from .wake import Listens, attach, install
@@ -292,14 +294,27 @@ def _build_server(
             async def ask_secret(ask: SecretAsk) -> Secret:
                 return await ask_by_url(ctx, pages, ask)
 
+            async def ask_human(ask: HumanAsk) -> HumanAnswer:
+                return await ask_human_by_url(ctx, ask)
+
             result = await harness.call_tool(
-                agent, params.name, args, ask_secret=ask_secret, identity=identity
+                agent,
+                params.name,
+                args,
+                ask_secret=ask_secret,
+                ask_human=ask_human,
+                identity=identity,
             )
         else:
             round_ = AskRound(ctx, asks, agent, params)
             try:
                 result = await harness.call_tool(
-                    agent, params.name, args, ask_secret=round_.ask, identity=identity
+                    agent,
+                    params.name,
+                    args,
+                    ask_secret=round_.ask,
+                    ask_human=no_human_asks,
+                    identity=identity,
                 )
             finally:
                 round_.finish()

@@ -1,7 +1,8 @@
 """The session registry (``ctx.terminals``): owner-scoped sessions and the backend contracts.
 
 Owns: :class:`TerminalSessionService` (ids, authorization, limits, cleanup), the types
-a backend implements and returns (:mod:`.types`), the one rule for waiting on a line
+a backend implements and returns (:mod:`.types`), who types into a session (the agent,
+or a person who took control: :mod:`.control`), the one rule for waiting on a line
 (:mod:`.linematch`), backspace rendering (:mod:`.overstrike`), what observers are told
 (:mod:`.observers`: the session a spawn is for, every send) and the core ``terminals``
 plugin (:mod:`.plugin`). Backend and consumer authors import from here.
@@ -20,9 +21,12 @@ from .types import (
     STATUS_SCHEMA,
     BackendSession,
     BackendSpawnContext,
+    HumanReport,
+    HumanReportValue,
     LineTailSession,
     ListeningSession,
     MarkedBackend,
+    RawInputSession,
     ReadRequest,
     ReadResult,
     ScreenRead,
@@ -42,6 +46,7 @@ from .types import (
     TerminalBackend,
     TerminalSize,
     WaitReason,
+    WatchedSession,
     status_text,
 )
 
@@ -56,9 +61,12 @@ __all__ = [
     "BackendCleanupError",
     "BackendSession",
     "BackendSpawnContext",
+    "HumanReport",
+    "HumanReportValue",
     "LineTailSession",
     "ListeningSession",
     "MarkedBackend",
+    "RawInputSession",
     "ReadRequest",
     "ReadResult",
     "ScreenRead",
@@ -80,6 +88,7 @@ __all__ = [
     "TerminalSessionService",
     "TerminalSize",
     "WaitReason",
+    "WatchedSession",
     "spawning_session",
     "status_text",
 ]

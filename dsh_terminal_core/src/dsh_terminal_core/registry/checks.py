@@ -22,6 +22,7 @@ __all__ = [
     "check_secret_send",
     "check_size",
     "is_int",
+    "no_backend",
     "not_at_secret_prompt",
     "validate_spawn",
 ]
@@ -142,3 +143,22 @@ def check_encodable(text: str) -> None:
 
 def is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Backend types whose distribution is known, so a missing one can be named: the operator
+# who installs packages can act on "install X"; "registered types: none" helps nobody.
+_KNOWN_BACKEND_DISTRIBUTIONS = {"shell": "dsh-terminal-bash"}
+
+
+def no_backend(kind: str, registered: list[str]) -> TerminalError:
+    """``NO_BACKEND``, naming the distribution an operator installs for a known type."""
+    shown = ", ".join(sorted(registered)) or "none"
+    message = f"no terminal backend of type {kind!r} (registered types: {shown})"
+    distribution = _KNOWN_BACKEND_DISTRIBUTIONS.get(kind)
+    if distribution is not None:
+        message += (
+            f"; the {kind!r} backend comes from the {distribution} distribution, which is not "
+            f"installed or not loaded: the operator installs it (pip install {distribution}) "
+            "and restarts the harness"
+        )
+    return TerminalError(message, "NO_BACKEND")

@@ -41,9 +41,11 @@ from .checks import (
     check_secret_send,
     check_size,
     is_int,
+    no_backend,
     not_at_secret_prompt,
     validate_spawn,
 )
+from .control import HumanControl, HumanGate
 from .linematch import compile_line_pattern
 from .observers import SendObservers, spawn_announced
 from .types import (
@@ -88,6 +90,10 @@ class _Entry:
     opened_by: str | None = None
     closing: asyncio.Task[None] | None = None
     world: str = "local"
+    # Who types into it: the agent, or a person who took control (SPEC §22).
+    human: HumanControl = attrs.field(
+        default=attrs.Factory(lambda self: HumanControl(self.session_id), takes_self=True)
+    )
 
 
 @attrs.define(eq=False)
@@ -118,8 +124,11 @@ class _OwnerState:
         return not (self.sessions or self.pending or self.cleanup_errors or self.orphans)
 
 
-class TerminalSessionService:
+class TerminalSessionService(HumanGate):
     """Mint ids for backend sessions, authorize every call, and clean up after owners.
+
+    While a person holds control of a session (:class:`HumanGate`), its sends, signals
+    and resizes are refused with ``HUMAN_CONTROL``.
 
     ``max_sessions_per_owner`` bounds live sessions plus spawns in flight per owner.
     """
@@ -225,7 +234,7 @@ class TerminalSessionService:
         if world == LOCAL_WORLD:
             backend = self._backends.get(request.type)
             if backend is None:
-                raise _no_backend(request.type, builtins.list(self._backends))
+                raise no_backend(request.type, builtins.list(self._backends))
         else:
             assert self._worlds is not None
             backend = self._worlds.backend(world, request.type)
@@ -516,6 +525,10 @@ class TerminalSessionService:
             )
         return entry
 
+    def _control(self, owner: Agent, session_id: str) -> tuple[BackendSession, HumanControl]:
+        entry = self._authorize(owner, session_id)
+        return entry.session, entry.human
+
     # -- session operations ---------------------------------------------------------------
 
     def start_send(self, owner: Agent, session_id: str, request: SendRequest) -> SendOperation:
@@ -525,6 +538,7 @@ class TerminalSessionService:
         has settled and the session can take the next send.
         """
         entry = self._authorize(owner, session_id)
+        entry.human.refuse_agent()
         if not isinstance(request, SendRequest):
             raise TerminalError("expected a SendRequest", "INVALID_ARGUMENT")
         if not isinstance(request.text, str):
@@ -553,7 +567,9 @@ class TerminalSessionService:
             compile_line_pattern(request.wait_for, "wait_for")  # the same rules as the tool's
         if request.secret is not None:
             check_secret_send(entry.session, session_id, request)
-        return self._sends.start(session_id, entry.session, request)
+        op = self._sends.start(session_id, entry.session, request)
+        entry.human.track(op)
+        return op
 
     def hidden_prompt(self, owner: Agent, session_id: str) -> str:
         """The prompt line of the hidden-input prompt ``session_id`` waits at now.
@@ -584,6 +600,7 @@ class TerminalSessionService:
     async def signal(self, owner: Agent, session_id: str, sig: str) -> SignalResult:
         """Send ``sig`` (one of :data:`ALLOWED_SIGNALS`) to the session's foreground group."""
         entry = self._authorize(owner, session_id)
+        entry.human.refuse_agent()
         if sig not in ALLOWED_SIGNALS:
             raise TerminalError(
                 f"signal must be one of {', '.join(ALLOWED_SIGNALS)}", "INVALID_ARGUMENT"
@@ -593,6 +610,7 @@ class TerminalSessionService:
     def resize(self, owner: Agent, session_id: str, rows: int, cols: int) -> TerminalSize:
         """Set the session's window size (``rows`` x ``cols``); the program sees SIGWINCH."""
         entry = self._authorize(owner, session_id)
+        entry.human.refuse_agent()
         check_size(rows, cols)
         return entry.session.resize(rows, cols)
 
@@ -649,6 +667,7 @@ class TerminalSessionService:
             entry.closing = None
             raise
         self._sessions.pop(entry.session_id, None)
+        entry.human.close()
         state = self._owners.get(entry.owner)
         if state is not None:
             state.sessions.pop(entry.session_id, None)
@@ -727,24 +746,6 @@ class TerminalSessionService:
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-# Backend types whose distribution is known, so a missing one can be named: the operator
-# who installs packages can act on "install X"; "registered types: none" helps nobody.
-_KNOWN_BACKEND_DISTRIBUTIONS = {"shell": "dsh-terminal-bash"}
-
-
-def _no_backend(kind: str, registered: builtins.list[str]) -> TerminalError:
-    shown = ", ".join(sorted(registered)) or "none"
-    message = f"no terminal backend of type {kind!r} (registered types: {shown})"
-    distribution = _KNOWN_BACKEND_DISTRIBUTIONS.get(kind)
-    if distribution is not None:
-        message += (
-            f"; the {kind!r} backend comes from the {distribution} distribution, which is not "
-            f"installed or not loaded: the operator installs it (pip install {distribution}) "
-            "and restarts the harness"
-        )
-    return TerminalError(message, "NO_BACKEND")
 
 
 def _service_disposing() -> TerminalError:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import re
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from enum import StrEnum
 from typing import (
     TYPE_CHECKING,
@@ -35,9 +36,12 @@ __all__ = [
     "STATUS_SCHEMA",
     "BackendSession",
     "BackendSpawnContext",
+    "HumanReport",
+    "HumanReportValue",
     "LineTailSession",
     "ListeningSession",
     "MarkedBackend",
+    "RawInputSession",
     "ReadRequest",
     "ReadResult",
     "ScreenRead",
@@ -57,6 +61,7 @@ __all__ = [
     "TerminalBackend",
     "TerminalSize",
     "WaitReason",
+    "WatchedSession",
     "WorldRouter",
     "status_text",
 ]
@@ -426,6 +431,67 @@ class SendObserver(Protocol):
     ) -> None:
         """The backend started ``request`` (``operation``), or refused it (None)."""
         ...
+
+
+@runtime_checkable
+class RawInputSession(Protocol):
+    """A backend session a person can type into directly (SPEC §22).
+
+    An optional capability: a person who took control of the session through a watch
+    link types keys, and they reach the terminal as they are, with no readiness, no
+    echo handling and no settling. Sessions without it cannot be taken over
+    (``UNSUPPORTED``).
+    """
+
+    async def type_raw(self, text: str) -> None:
+        """Write ``text`` (UTF-8) to the terminal as typed; ``SESSION_EXITED`` once it ended."""
+        ...
+
+
+@runtime_checkable
+class WatchedSession(Protocol):
+    """A backend session that calls back on new output, so a page can follow it unpolled."""
+
+    def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback`` after each piece of output and once at the end; returns a remover."""
+        ...
+
+
+class HumanReportValue(TypedDict):
+    """The wire form of a :class:`HumanReport`: lines numbered from 1, both ends included."""
+
+    tookControlAt: str
+    handedBackAt: str
+    lineBegin: int
+    lineEnd: int
+
+
+@attrs.frozen(kw_only=True)
+class HumanReport:
+    """A person's time in control of a session: when, and the lines printed meanwhile.
+
+    ``line_begin`` is the absolute line (from 0) the terminal was on when they took
+    control, ``line_end`` the number of lines started when they handed back (exclusive),
+    as :class:`ReadResult` counts; times are seconds since the epoch.
+    """
+
+    took_control_at: float
+    handed_back_at: float
+    line_begin: int
+    line_end: int
+
+    def to_wire(self) -> HumanReportValue:
+        return {
+            "tookControlAt": _iso(self.took_control_at),
+            "handedBackAt": _iso(self.handed_back_at),
+            "lineBegin": self.line_begin + 1,
+            "lineEnd": max(self.line_end, self.line_begin),
+        }
+
+
+def _iso(seconds: float) -> str:
+    moment = datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @runtime_checkable
