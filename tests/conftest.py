@@ -87,3 +87,13 @@ def no_leaks() -> Iterator[None]:
     assert not new_children, f"test left child processes running: {sorted(new_children)}"
     assert not new_shells, f"test left DSH shells running: {sorted(new_shells)}"
     assert not new_fds, f"test left terminal fds open: {sorted(new_fds)}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a world run (``DSH_TEST_WORLD``), skip what reads the local backend or /proc."""
+    if not os.environ.get("DSH_TEST_WORLD"):
+        return
+    skip = pytest.mark.skip(reason="reads the local backend or the shell's /proc (local_only)")
+    for item in items:
+        if item.get_closest_marker("local_only"):
+            item.add_marker(skip)

@@ -14,6 +14,8 @@ import os
 import re
 from pathlib import Path
 
+import pytest
+
 from dsh_terminal_core.registry import ReadRequest, SendRequest, WaitReason
 
 from ..helpers import full_access, harness, open_shell, send
@@ -56,6 +58,7 @@ async def test_send_right_after_sigterm_settles_on_its_own_prompt() -> None:
     await _interrupt_then_send("SIGTERM")
 
 
+@pytest.mark.local_only
 async def test_type_ahead_settles_on_the_prompt_after_the_typed_command(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     os.mkfifo(gate)
@@ -92,6 +95,7 @@ async def test_multi_line_input_settles_after_its_last_line() -> None:
             assert re.search(rf"one-{i}\n", result.viewport), result.viewport
 
 
+@pytest.mark.local_only
 async def test_unread_input_and_wake_counter_are_reported_by_the_provider(
     tmp_path: Path,
 ) -> None:

@@ -198,6 +198,7 @@ async def test_exit_code_survives_a_bare_carriage_return() -> None:
             assert _last_line(result.viewport) == f"cr-{i}", (i, result.viewport)
 
 
+@pytest.mark.local_only
 async def test_exit_code_survives_a_job_notice() -> None:
     async with harness() as h:
         agent = h.create_agent("a")

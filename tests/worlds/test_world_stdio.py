@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -317,3 +318,25 @@ async def test_the_terminal_tools_open_in_a_world_and_say_so() -> None:
         unknown = await h.call_tool(agent, "terminal_open", {"world": "mars"})
         assert unknown.is_error and "INVALID_ARGUMENT" in unknown.text and "ns" in unknown.text
         await agent.dispose()
+
+
+@pytest.mark.slow
+def test_the_readiness_fences_and_flows_pass_in_a_world() -> None:
+    # The same modules, not copies: DSH_TEST_WORLD sends every shell they open to a
+    # namespace world (tests/helpers.py), with production timings; only the tests that
+    # read the local backend or the shell's /proc are skipped (marker local_only).
+    root = Path(__file__).resolve().parents[2]
+    run = subprocess.run(
+        [
+            sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+            "tests/bash/test_readiness_fences.py", "tests/bash/test_readiness_flows.py",
+        ],
+        cwd=root,
+        env={**os.environ, "DSH_TEST_WORLD": "ns"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )  # fmt: skip
+    summary = run.stdout.strip().splitlines()[-1]
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "failed" not in summary and " passed" in summary, summary
