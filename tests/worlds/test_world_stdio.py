@@ -340,3 +340,23 @@ def test_the_readiness_fences_and_flows_pass_in_a_world() -> None:
     summary = run.stdout.strip().splitlines()[-1]
     assert run.returncode == 0, run.stdout[-3000:]
     assert "failed" not in summary and " passed" in summary, summary
+
+
+async def test_a_person_takes_over_a_world_session_and_hands_it_back() -> None:
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("agent-1")
+        sid = await _open(h, agent)
+        terminals = h.ctx.terminals
+        assert await terminals.take_control(agent, sid) is True
+        with pytest.raises(TerminalError) as refused:
+            terminals.start_send(agent, sid, SendRequest(text="echo agent"))
+        assert refused.value.code == "HUMAN_CONTROL"
+        await terminals.type_as_person(agent, sid, "echo from-person-$(hostname)\r")
+        while "from-person-world-ns\n" not in terminals.read(agent, sid, ReadRequest()).text + "\n":
+            await asyncio.sleep(0.01)
+        report = await terminals.hand_back(agent, sid)
+        assert report is not None
+        after = await terminals.start_send(agent, sid, SendRequest(text="echo agent-again")).done
+        assert after.wait_reason is WaitReason.STDIN_READ
+        assert after.viewport.strip() == "agent-again"
+        await agent.dispose()

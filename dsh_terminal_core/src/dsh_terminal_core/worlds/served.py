@@ -19,6 +19,7 @@ from ..kernel.errors import DshError, TerminalError
 from ..kernel.secret import Secret
 from ..registry.types import (
     ListeningSession,
+    RawInputSession,
     SecretPromptSession,
     SendOperation,
     SendRequest,
@@ -264,6 +265,17 @@ class Served:
         await self._agent.close(held, reason)
         return {"closed": True}
 
+    async def write(self, frame: Frame) -> dict[str, Any]:
+        """A person's keys, raw: no readiness, no echo handling (SPEC §22 through a world)."""
+        held = self._get(frame.header)
+        session = held.session
+        if not isinstance(session, RawInputSession):
+            raise TerminalError(
+                f"session {held.sid} cannot take a person's keys here", "UNSUPPORTED"
+            )
+        await session.type_raw(frame.payload.decode("utf-8", "replace"))
+        return {}
+
     async def detach(self, frame: Frame) -> dict[str, Any]:
         """Leave a session to its lease (a harness shutting down with ``persist``)."""
         held = self._get(frame.header)
@@ -456,6 +468,7 @@ _HANDLERS: dict[str, Any] = {
     "resize": Served.resize,
     "close": Served.close,
     "detach": Served.detach,
+    "write": Served.write,
     "snapshot": Served.snapshot,
     "ping": Served.ping,
 }

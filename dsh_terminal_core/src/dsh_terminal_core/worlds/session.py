@@ -460,6 +460,11 @@ class WorldSession:
         with contextlib.suppress(TerminalError):
             await self._link.call({"t": "cancel", "sid": self.sid, "op": op.op_id})
 
+    async def type_raw(self, text: str) -> None:
+        """A person's keys, as typed, written by the world to its terminal (SPEC §22)."""
+        self._check_live()
+        await self._link.call({"t": "write", "sid": self.sid}, text.encode())
+
     async def signal(self, sig: str) -> SignalResult:
         self._check_live()
         answer = await self._link.call({"t": "signal", "sid": self.sid, "sig": sig})
