@@ -99,3 +99,37 @@ async def test_a_host_that_refuses_the_key_is_unavailable(sshd: Sshd, tmp_path: 
         assert refused.value.code == "WORLD_UNAVAILABLE"
         assert "Permission denied" in refused.value.message
         await agent.dispose()
+
+
+async def test_the_ssh_consumer_runs_unchanged_from_a_world(sshd: Sshd, tmp_path: Path) -> None:
+    # The consumer's ssh client runs in the default world (a namespace world here).
+    from .world_fixture import bwrap_works, world_command
+
+    if not bwrap_works():
+        pytest.skip("needs working bubblewrap")
+    config = {
+        "sandbox-policy": {"mode": "danger-full-access"},
+        "ssh": {"known_hosts_file": str(tmp_path / "known_hosts")},
+        "worlds": {"worlds": {"ns": {"command": world_command()}}, "default": "ns"},
+    }
+    async with Harness(config=config) as h:
+        agent = h.create_agent("ssh-from-world")
+        opened = await h.call_tool(
+            agent,
+            "ssh_open",
+            {
+                "host": sshd.host,
+                "port": sshd.port,
+                "user": "root",
+                "identityFile": str(sshd.client_key),
+            },
+        )
+        assert not opened.is_error, opened.text
+        ran = await h.call_tool(
+            agent, "ssh_run", {"sessionId": opened.value["sessionId"], "command": "echo hi; false"}
+        )
+        assert ran.value["waitReason"] == "stdin_read" and ran.value["exitCode"] == 1
+        assert ran.value["output"].strip() == "hi"
+        worlds = {s.world for s in h.ctx.terminals.list(agent)}
+        assert worlds == {"ns"}
+        await agent.dispose()

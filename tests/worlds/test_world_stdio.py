@@ -360,3 +360,19 @@ async def test_a_person_takes_over_a_world_session_and_hands_it_back() -> None:
         assert after.wait_reason is WaitReason.STDIN_READ
         assert after.viewport.strip() == "agent-again"
         await agent.dispose()
+
+
+async def test_a_screen_session_in_a_world_shows_its_screen() -> None:
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("screen-in-world")
+        opened = await h.call_tool(agent, "terminal_open", {"world": "ns", "screen": True})
+        assert not opened.is_error, opened.text
+        sid = opened.value["sessionId"]
+        sent = await h.call_tool(
+            agent, "terminal_send", {"sessionId": sid, "text": "clear; echo drawn-$(hostname)"}
+        )
+        assert sent.value["waitReason"] == "stdin_read"
+        read = await h.call_tool(agent, "terminal_read", {"sessionId": sid, "screen": True})
+        assert not read.is_error, read.text
+        assert "drawn-world-ns" in read.text
+        await agent.dispose()
