@@ -270,6 +270,7 @@ async def test_close_racing_an_active_send_and_a_second_close() -> None:
         )
         assert sorted([first.value["closed"], second.value["closed"]]) == [False, True]
         result = await asyncio.wait_for(send, 5)
+        assert result.value is not None, result.text
         assert result.value["waitReason"] == "session_exit"
         assert result.value["sessionStatus"]["kind"] == "exited"
         assert (await h.call_tool(agent, "terminal_list", {})).value == {"sessions": []}

@@ -160,8 +160,15 @@ def terminal_tools(
         return _with_report(send_value(result), exec_, args["sessionId"])
 
     def _with_report(value: _Reported, exec_: ToolExec, session_id: str) -> _Reported:
-        """Add, once, what a person did while they held the session (SPEC §22)."""
-        report = terminals().take_human_report(exec_.agent, session_id)
+        """Add, once, what a person did while they held the session (SPEC §22).
+
+        A session closed while the send ran (it settled ``session_exit``) has no report
+        left to give; its result stands as it is.
+        """
+        try:
+            report = terminals().take_human_report(exec_.agent, session_id)
+        except TerminalError:
+            return value
         if report is not None:
             value["human"] = report.to_wire()
         return value
