@@ -32,6 +32,7 @@ TERMINAL_TOOLS = (
     "terminal_resize",
     "terminal_watch",
     "terminal_ask_human",
+    "terminal_search",
 )
 
 

@@ -131,6 +131,22 @@ def assert_same(sb: Scrollback, model: Naive) -> None:
     assert sb.retained_lines <= model.max_lines and sb.retained_bytes <= model.max_bytes
     assert read_tuple(sb, 0, 10**9, 10**9) == model.read(0, 10**9, 10**9)
     assert sb.tail_text(10**9) == model.retained_text()
+    assert_snapshot_is_the_lines(sb, model)
+
+
+def assert_snapshot_is_the_lines(sb: Scrollback, model: Naive) -> None:
+    """``retained()`` holds every retained line once, in order, numbered as ``read``."""
+    retained = sb.retained()
+    numbered = model.numbered()
+    assert (retained.line_begin, retained.line_end) == (model.first_line, model.total_lines)
+    assert "".join(text for _, text in retained.segments) == "".join(
+        numbered[n] + "\n" for n in sorted(numbered)
+    )
+    at = retained.line_begin
+    for first, text in retained.segments:
+        assert first == at and text.endswith("\n")
+        at += text.count("\n")
+    assert at == retained.line_end
 
 
 PIECES = ["a", "bc", "é", "€", "𝄞", "\n", "\n\n", "line\n", "x" * 17, "日本\n語", "tail"]

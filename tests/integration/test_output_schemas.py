@@ -43,6 +43,8 @@ async def test_real_values_conform_to_their_schemas(tmp_path: Any) -> None:
         await call("terminal_send", {"sessionId": sid, "text": "seq 1 3; false"})
         await call("terminal_read", {"sessionId": sid, "offset": 1, "count": 2})
         await call("terminal_read", {"sessionId": sid, "offset": 10_000})  # past the end
+        await call("terminal_search", {"sessionId": sid, "pattern": "2", "context": 1})
+        await call("terminal_search", {"sessionId": sid, "pattern": "^$", "regex": True})
         await call("terminal_list", {})
         job = await call(
             "terminal_send", {"sessionId": sid, "text": "sleep 30", "run_in_background": True}

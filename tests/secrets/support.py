@@ -15,6 +15,7 @@ import pytest
 from dsh_terminal_core.kernel.agents import Agent
 from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.kernel.tools import ToolResult
+from dsh_terminal_core.registry import SearchRequest
 
 from ..helpers import full_access
 
@@ -74,8 +75,17 @@ class Transcript:
         return page.text
 
     async def assert_never_shows(self, session_id: str, *secrets: str) -> None:
-        """No byte sequence of any secret in any result, scrollback read or log record."""
+        """No byte sequence of any secret in any result, scrollback read, search or log record."""
         await self.scrollback(session_id)
+        # Searched through the registry, not the tool: the audit log keeps a tool's
+        # arguments, and a search for the secret would put it there.
+        for secret in secrets:
+            for fold in (False, True):
+                request = SearchRequest(pattern=secret, ignore_case=fold)
+                found = await self.h.ctx.terminals.search(self.agent, session_id, request)
+                assert found.matches == (), found
+        every = {"sessionId": session_id, "pattern": ".", "regex": True, "maxMatches": 200}
+        await self.call("terminal_search", every)  # its lines are scanned below
         texts = [*self.seen, self.caplog.text, *(repr(r.__dict__) for r in self.caplog.records)]
         for secret in secrets:
             for text in texts:

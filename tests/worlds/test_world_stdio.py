@@ -19,7 +19,13 @@ import pytest
 from dsh_terminal_core.kernel.agents import Agent
 from dsh_terminal_core.kernel.errors import DshError, TerminalError
 from dsh_terminal_core.kernel.harness import Harness
-from dsh_terminal_core.registry import ReadRequest, SendRequest, SpawnRequest, WaitReason
+from dsh_terminal_core.registry import (
+    ReadRequest,
+    SearchRequest,
+    SendRequest,
+    SpawnRequest,
+    WaitReason,
+)
 from dsh_terminal_core.worlds.connection import Connection
 from dsh_terminal_core.worlds.frames import DEFAULT_MAX_FRAME
 
@@ -71,6 +77,10 @@ async def test_reads_come_from_a_mirror_numbered_as_the_world_numbers() -> None:
         assert page.text.splitlines() == ["line-100", "line-101", "line-102"]
         lines, cursor = h.ctx.terminals.complete_lines_since(agent, sid, 0)
         assert lines[1:4] == ["line-1", "line-2", "line-3"] and cursor == len(lines)
+        found = await h.ctx.terminals.search(agent, sid, SearchRequest(pattern="line-150"))
+        [match] = [m for m in found.matches if m.line == "line-150"]
+        page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=match.line_number, count=1))
+        assert page.text == "line-150"
         await agent.dispose()
 
 

@@ -15,6 +15,7 @@ from dsh_terminal_core.provider import ExitStatus, Foreground, TerminalProcess
 from dsh_terminal_core.registry import (
     ReadRequest,
     ReadResult,
+    RetainedLines,
     ScreenRead,
     SendRequest,
     SendResult,
@@ -38,7 +39,10 @@ from .readiness import Readiness, Settlement
 from .sanitizer import Chunk, Sanitizer
 from .screen import ScreenEmulator
 
-__all__ = ["BashSession", "StartupFailed"]
+__all__ = ["SECRET_SHOWN", "BashSession", "StartupFailed"]
+
+SECRET_SHOWN = "[secret]"
+"""What output shows in place of a secret the send in progress typed."""
 
 # Bash's default PS2, behind which it echoes the second and later lines of a send.
 CONTINUATION_PROMPT = "> "
@@ -87,6 +91,9 @@ class BashSession(SessionProbe, CancelEnforcement):
         self._shell_pgid: int | None = None
         self._readiness: Readiness | None = None
         self._op: BashSendOperation | None = None
+        # The secret the send in progress typed: a program that prints it anyway shows
+        # [secret] in every output (scrollback, results, searches), as in a recording.
+        self._typed_secret: str | None = None
         self._closing = False
         self._close_task: asyncio.Task[None] | None = None
         self._enforcers: set[asyncio.Task[None]] = set()
@@ -180,6 +187,9 @@ class BashSession(SessionProbe, CancelEnforcement):
 
     def _consume(self, chunk: Chunk) -> None:
         text = chunk.text
+        secret = self._typed_secret
+        if secret is not None and secret in text:
+            text = text.replace(secret, SECRET_SHOWN)
         markers = chunk.markers
         if markers:
             self._markers += len(markers)
@@ -447,6 +457,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         if self._op is not op:
             return
         self._op = None
+        self._typed_secret = None
         waiters, self._free_waiters = self._free_waiters, []
         for waiter in waiters:
             if not waiter.done():
@@ -507,6 +518,7 @@ class BashSession(SessionProbe, CancelEnforcement):
                 self._refuse_secret(op)
                 return None
             payload = secret.reveal() + "\r"
+            self._typed_secret = secret.reveal()
         op.collecting = not op.done.done()
         op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
         readiness = self._readiness
@@ -667,6 +679,10 @@ class BashSession(SessionProbe, CancelEnforcement):
     def complete_lines_since(self, cursor: int) -> tuple[list[str], int]:
         """Complete lines numbered ``>= cursor`` and the next cursor (a tail that never resends)."""
         return self._scrollback.lines_since(cursor)
+
+    def retained_lines(self) -> RetainedLines:
+        """A snapshot of the scrollback's lines for a search (:class:`SearchableSession`)."""
+        return self._scrollback.retained()
 
     async def signal(self, sig: str) -> SignalResult:
         if self._closing:

@@ -11,6 +11,7 @@ from dsh_terminal_core.registry import TerminalSessionService
 from dsh_terminal_core.secrets import SecretsService
 
 from .config import ToolTerminalConfig
+from .search import search_tool
 from .tools import terminal_tools
 from .watch import watch_tools
 
@@ -33,3 +34,4 @@ class ToolTerminalContainer(containers.DeclarativeContainer):
     watch_tools = providers.Singleton(
         watch_tools, human.provider, terminals.provider, config.provided.max_result_bytes
     )
+    search = providers.Singleton(search_tool, terminals.provider, config)

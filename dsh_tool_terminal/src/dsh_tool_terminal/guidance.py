@@ -43,6 +43,9 @@ _TAIL = """\
 - Long output shows its first and its last lines; one line in between says which lines
   were omitted. Read them, or any earlier output, with terminal_read: lines are numbered
   from 1 and every result shows the range it holds (e.g. "lines 101-105 of 1018").
+- To find something in long output, search it with terminal_search instead of paging
+  it: search a long build's output for "error" (context=2 shows the lines around each
+  match), then read around a match with terminal_read at its line number.
 """
 
 

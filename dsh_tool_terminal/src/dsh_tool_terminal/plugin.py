@@ -15,7 +15,7 @@ __all__ = ["Config", "dsh_apply", "dsh_plugin_info"]
 def dsh_plugin_info() -> PluginInfo:
     return PluginInfo(
         name="tool-terminal",
-        description="Six model-facing terminal tools; background sends run as jobs.",
+        description="The model-facing terminal tools; background sends run as jobs.",
         config=Config,
         container=ToolTerminalContainer,
     )
@@ -25,6 +25,7 @@ def dsh_plugin_info() -> PluginInfo:
 def dsh_apply(ctx: Context, config: Config, container: ToolTerminalContainer) -> None:
     for tool in (*container.tools(), *container.watch_tools()):
         ctx.tools.register(tool)
+    ctx.tools.register(container.search())
     background = config.enable_run_in_background and ctx.has("jobs")
     ctx.system_prompt.section("terminal-guidance", GUIDANCE_ORDER, guidance(background))
     ctx.on_unload(lambda: ctx.system_prompt.remove("terminal-guidance"))

@@ -3,9 +3,10 @@
 Owns: :class:`TerminalSessionService` (ids, authorization, limits, cleanup), the types
 a backend implements and returns (:mod:`.types`), who types into a session (the agent,
 or a person who took control: :mod:`.control`), the one rule for waiting on a line
-(:mod:`.linematch`), backspace rendering (:mod:`.overstrike`), what observers are told
-(:mod:`.observers`: the session a spawn is for, every send) and the core ``terminals``
-plugin (:mod:`.plugin`). Backend and consumer authors import from here.
+(:mod:`.linematch`), searching retained lines (:mod:`.search`), backspace rendering
+(:mod:`.overstrike`), what observers are told (:mod:`.observers`: the session a spawn is
+for, every send) and the core ``terminals`` plugin (:mod:`.plugin`). Backend and
+consumer authors import from here.
 
 May import: the kernel and the provider's value types. Its old path
 ``dsh_terminal_core.terminals`` still imports (the same module).
@@ -29,9 +30,14 @@ from .types import (
     RawInputSession,
     ReadRequest,
     ReadResult,
+    RetainedLines,
     ScreenRead,
     ScreenValue,
     ScreenView,
+    SearchableSession,
+    SearchMatch,
+    SearchRequest,
+    SearchResult,
     SecretPromptSession,
     SendObserver,
     SendOperation,
@@ -69,9 +75,14 @@ __all__ = [
     "RawInputSession",
     "ReadRequest",
     "ReadResult",
+    "RetainedLines",
     "ScreenRead",
     "ScreenValue",
     "ScreenView",
+    "SearchMatch",
+    "SearchRequest",
+    "SearchResult",
+    "SearchableSession",
     "SecretPromptSession",
     "SendObserver",
     "SendOperation",

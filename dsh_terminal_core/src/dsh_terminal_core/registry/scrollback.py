@@ -36,7 +36,7 @@ import attrs
 
 from ..kernel.textbounds import utf8_head, utf8_len, utf8_tail
 from .overstrike import BS, render, render_lines
-from .types import ReadResult
+from .types import ReadResult, RetainedLines
 
 __all__ = ["Scrollback", "ScrollbackImage"]
 
@@ -453,6 +453,35 @@ class Scrollback:
             return [], max(cursor, self._complete)
         lines = self._complete_lines(begin, self._complete)
         return (render_lines(lines) if self._overstruck else lines), self._complete
+
+    def retained(self) -> RetainedLines:
+        """A snapshot of every retained line, numbered as :meth:`read` numbers them.
+
+        Costs the number of blocks, not their text: a packed block hands out its string
+        itself (strings never change, so the snapshot stays valid as output goes on); only
+        the newest, list block and the open line are joined. Backspaces are not rendered
+        here (``overstruck`` says whether any may need it), so the caller may do that work
+        off the event loop.
+        """
+        segments: list[tuple[int, str]] = []
+        for block in self._blocks:
+            if not block.count:
+                continue
+            lines = block.lines
+            if isinstance(lines, _Packed):
+                begin = lines.position(block.start)
+                text = lines.text[begin:] if begin else lines.text
+            else:
+                text = "\n".join(lines[block.start :]) + "\n"
+            segments.append((block.base + block.start, text))
+        if self._open_active:
+            segments.append((self._complete, "".join(self._open) + "\n"))
+        return RetainedLines(
+            line_begin=self.first_line,
+            line_end=self.total_lines,
+            segments=tuple(segments),
+            overstruck=self._overstruck,
+        )
 
     def tail_text(self, max_bytes: int) -> str:
         """Return the last ``max_bytes`` UTF-8 bytes of the retained text, code point safe.

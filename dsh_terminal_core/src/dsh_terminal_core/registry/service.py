@@ -48,6 +48,7 @@ from .checks import (
 from .control import HumanControl, HumanGate
 from .linematch import compile_line_pattern
 from .observers import SendObservers, spawn_announced
+from .search import search_session
 from .types import (
     ALLOWED_SIGNALS,
     BackendSession,
@@ -58,6 +59,8 @@ from .types import (
     ReadRequest,
     ReadResult,
     ScreenRead,
+    SearchRequest,
+    SearchResult,
     SecretPromptSession,
     SendObserver,
     SendOperation,
@@ -482,6 +485,16 @@ class TerminalSessionService(HumanGate):
                 "UNSUPPORTED",
             )
         return session.complete_lines_since(cursor)
+
+    async def search(self, owner: Agent, session_id: str, request: SearchRequest) -> SearchResult:
+        """Return the newest retained lines of the session that match ``request``.
+
+        Authorized as every other call (``NO_SESSION``, ``FOREIGN_SESSION``), then
+        searched by :func:`.search.search_session`: ``INVALID_ARGUMENT``, ``UNSUPPORTED``
+        without :class:`SearchableSession`, lines numbered as :meth:`read` numbers them.
+        """
+        session = self._authorize(owner, session_id).session
+        return await search_session(session, session_id, request)
 
     def backend_exports_env(self, kind: str) -> bool:
         """True when the backend registered as ``kind`` declares ``exports_env``.

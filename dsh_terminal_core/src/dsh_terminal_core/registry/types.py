@@ -44,9 +44,14 @@ __all__ = [
     "RawInputSession",
     "ReadRequest",
     "ReadResult",
+    "RetainedLines",
     "ScreenRead",
     "ScreenValue",
     "ScreenView",
+    "SearchMatch",
+    "SearchRequest",
+    "SearchResult",
+    "SearchableSession",
     "SecretPromptSession",
     "SendObserver",
     "SendOperation",
@@ -269,6 +274,75 @@ class ReadResult:
 
 
 @attrs.frozen(kw_only=True)
+class SearchRequest:
+    """Find the retained lines that match ``pattern`` (:meth:`TerminalSessionService.search`).
+
+    ``pattern`` is a literal, or with ``regex`` an RE2 regular expression (no
+    backreferences or lookaround; it never backtracks), matched against each line on its
+    own as a terminal shows it: it never spans two lines, and ``^``/``$`` match at each
+    line's start and end. At most 1,000 characters, no line break. ``context`` lines
+    (0..5) come with each match from before and after it; at most ``max_matches``
+    (1..200) matches are kept, the newest. ``max_bytes`` bounds the result as for reads
+    (None: 256 KiB). A search still running after 0.9 s is stopped, ``INVALID_ARGUMENT``.
+    """
+
+    pattern: str
+    regex: bool = False
+    ignore_case: bool = False
+    context: int = 0
+    max_matches: int = 50
+    max_bytes: int | None = None
+
+
+@attrs.frozen(kw_only=True)
+class SearchMatch:
+    """One matching line, numbered as :attr:`ReadRequest.offset` (absolute, from 0).
+
+    ``line`` is the line as shown; one longer than 500 characters is shown as the 500
+    around its match, with ``…`` where it was cut. ``before`` and ``after`` are the
+    context lines, oldest first (fewer at either end of what is retained), each cut to
+    its first 500 characters the same way.
+    """
+
+    line_number: int
+    line: str
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class SearchResult:
+    """The matches, oldest first (newest last), over lines ``[line_begin, line_end)``.
+
+    ``truncated`` says older matches were left out: more than ``max_matches`` lines
+    matched, or the kept ones filled ``max_bytes``.
+    """
+
+    matches: tuple[SearchMatch, ...]
+    line_begin: int
+    line_end: int
+    truncated: bool
+
+
+@attrs.frozen(kw_only=True)
+class RetainedLines:
+    """A snapshot of a session's retained lines, safe to read from any thread.
+
+    ``segments`` are ``(first, text)`` pairs in line order: ``text`` holds whole lines,
+    each followed by ``"\\n"``, the first numbered ``first`` (as :attr:`ReadRequest.offset`);
+    together they are the lines ``[line_begin, line_end)``, the line still being written
+    included as its last. ``overstruck`` says the lines may hold backspaces still to be
+    applied (:func:`dsh_terminal_core.registry.overstrike.render`) to show them as a
+    terminal does.
+    """
+
+    line_begin: int
+    line_end: int
+    segments: tuple[tuple[int, str], ...] = ()
+    overstruck: bool = False
+
+
+@attrs.frozen(kw_only=True)
 class SignalResult:
     delivered: bool
     target_pgid: int
@@ -383,6 +457,23 @@ class LineTailSession(Protocol):
         Lines already trimmed are skipped; the returned lines are contiguous and end just
         before the next cursor, so ``next - cursor - len(lines)`` lines were lost.
         """
+        ...
+
+
+@runtime_checkable
+class SearchableSession(Protocol):
+    """A backend session that can hand out a snapshot of its retained lines (SPEC §23).
+
+    The capability behind :meth:`TerminalSessionService.search` (``UNSUPPORTED`` for
+    sessions without it). The registry takes the snapshot on the event loop and searches
+    it, in a worker thread unless it is small, so :meth:`retained_lines` must be cheap
+    (references to the text the backend keeps, not copies of it) and must number lines
+    exactly as :meth:`BackendSession.read` does. The bash backend's sessions and world
+    sessions implement it.
+    """
+
+    def retained_lines(self) -> RetainedLines:
+        """The lines retained now, the one still being written included."""
         ...
 
 

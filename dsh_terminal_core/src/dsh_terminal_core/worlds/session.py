@@ -1,9 +1,9 @@
 """A session that lives in a world, as the registry and every consumer see it here.
 
 :class:`WorldSession` is a :class:`~dsh_terminal_core.registry.types.BackendSession`
-whose synchronous surface — ``read``, ``complete_lines_since``, ``open_line``,
-``watch``, ``status``, ``cwd``, ``listening``, ``hidden_prompt`` — answers from state the
-world pushes, with no round trip: a mirror
+whose synchronous surface — ``read``, ``complete_lines_since``, ``retained_lines``,
+``open_line``, ``watch``, ``status``, ``cwd``, ``listening``, ``hidden_prompt`` — answers
+from state the world pushes, with no round trip: a mirror
 :class:`~dsh_terminal_core.registry.scrollback.Scrollback` fed the session's own
 appends (so lines number, trim and read exactly as they do in the world), the last
 status, and the facts of the last settlement. Only a send, a cancel, a signal, a resize
@@ -30,6 +30,7 @@ from ..registry.scrollback import Scrollback, ScrollbackImage
 from ..registry.types import (
     ReadRequest,
     ReadResult,
+    RetainedLines,
     ScreenRead,
     ScreenView,
     SendRequest,
@@ -224,6 +225,10 @@ class WorldSession:
 
     def complete_lines_since(self, cursor: int) -> tuple[list[str], int]:
         return self._scrollback.lines_since(cursor)
+
+    def retained_lines(self) -> RetainedLines:
+        """The mirror's lines, searched here as the world numbers them."""
+        return self._scrollback.retained()
 
     def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` after every piece of output and once the session has ended."""
