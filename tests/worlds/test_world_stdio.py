@@ -386,3 +386,32 @@ async def test_a_screen_session_in_a_world_shows_its_screen() -> None:
         assert not read.is_error, read.text
         assert "drawn-world-ns" in read.text
         await agent.dispose()
+
+
+async def test_a_world_records_its_sessions_where_they_run(tmp_path: Path) -> None:
+    # SPEC §23 in every world: the world's operator turns recording on in its config;
+    # the .cast files are written where the terminal lives.
+    import json
+
+    casts = tmp_path / "casts"
+    casts.mkdir()
+    world_conf = tmp_path / "world.json"
+    world_conf.write_text(json.dumps({"recording": {"dir": str(casts)}}))
+    command = [*world_command(), "--config", str(world_conf)]
+    config = world_config()
+    config["worlds"]["worlds"]["ns"] = {"command": command}
+    async with Harness(config=config) as h:
+        agent = h.create_agent("recorded")
+        sid = await _open(h, agent)
+        sent = await h.ctx.terminals.start_send(
+            agent, sid, SendRequest(text="echo réc-$((6*7))")
+        ).done
+        assert "réc-42" in sent.viewport
+        await agent.dispose()
+    [cast] = list(casts.glob("*.cast"))
+    lines = cast.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["version"] == 2
+    events = [json.loads(line) for line in lines[1:]]
+    assert any(e[1] == "o" and "réc-42" in e[2] for e in events)
+    assert any(e[1] == "m" and e[2].startswith("send: stdin_read") for e in events)

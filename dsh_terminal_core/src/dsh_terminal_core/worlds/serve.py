@@ -61,17 +61,23 @@ TTY_REFUSED = (
 )
 
 
-def world_plugins() -> list[object]:
+#: Loaded as well when the world's config has their section: recording the sessions
+#: where they run (SPEC §23 in every world), by the world's operator.
+WORLD_OPTIONAL_PLUGINS = ("recording",)
+
+
+def world_plugins(config: Mapping[str, Any] | None = None) -> list[object]:
     """The world's plugin modules, found by entry-point name (the bash backend is its own
     distribution, so it is never imported by name from here)."""
     found = {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    missing = [name for name in WORLD_PLUGINS if name not in found]
+    wanted = [*WORLD_PLUGINS, *(n for n in WORLD_OPTIONAL_PLUGINS if n in (config or {}))]
+    missing = [name for name in wanted if name not in found]
     if missing:
         raise ConfigFileError(
             f"this world lacks the plugins {', '.join(missing)}; install "
             "dsh-terminal-core and dsh-terminal-bash of the harness's version in it"
         )
-    return [found[name].load() for name in WORLD_PLUGINS]
+    return [found[name].load() for name in wanted]
 
 
 def serve_stdio(config_path: str | None, sandbox: str | None, workspace: str | None) -> int:
@@ -82,7 +88,7 @@ def serve_stdio(config_path: str | None, sandbox: str | None, workspace: str | N
         return 2
     try:
         config = build_config(config_path, sandbox, workspace)
-        plugins = world_plugins()
+        plugins = world_plugins(config)
     except DshError as exc:
         print(f"dsh-terminal world: error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 2
@@ -138,7 +144,7 @@ def serve_socket(
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(name)s: %(message)s")
     try:
         config = build_config(config_path, sandbox, workspace)
-        plugins = world_plugins()
+        plugins = world_plugins(config)
         listener = _listen(path)
     except DshError as exc:
         print(f"dsh-terminal world: error [{exc.code}]: {exc.message}", file=sys.stderr)
