@@ -24,8 +24,9 @@ class BashSendOperation:
     def __init__(
         self, max_bytes: int, canceller: Callable[[BashSendOperation], Coroutine[Any, Any, None]]
     ) -> None:
-        self._viewport = ViewportBuffer(max_bytes)
-        self._done: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
+        # Plain attributes, not properties: the session reads both on every send.
+        self.viewport = ViewportBuffer(max_bytes)
+        self.done: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         # Futures handed out by result(), settled in the same step as done. The done
         # callback that releases them is added with the first one: most sends have none.
         self._waiters: list[asyncio.Future[SendResult]] = []
@@ -40,21 +41,13 @@ class BashSendOperation:
         # The send's wait_for, fed what it collects; None for most sends.
         self.matcher: LineMatcher | None = None
 
-    @property
-    def done(self) -> asyncio.Future[SendResult]:
-        return self._done
-
-    @property
-    def viewport(self) -> ViewportBuffer:
-        return self._viewport
-
     def append(self, text: str, newlines: int | None = None) -> None:
         if self.collecting:
-            self._viewport.append(text, newlines)
+            self.viewport.append(text, newlines)
 
     def read_output(self) -> str:
         """Output since the previous call; a background job's incremental cursor."""
-        return self._viewport.read_new()[0]
+        return self.viewport.read_new()[0]
 
     def cancel(self) -> asyncio.Task[None]:
         """Drop unwritten input, then SIGINT the foreground group; await to know it was sent.
@@ -78,31 +71,31 @@ class BashSendOperation:
         the send alone.
         """
         waiter: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
-        if self._done.done():
+        if self.done.done():
             self._waiters.append(waiter)
-            self._release_waiters(self._done)
+            self._release_waiters(self.done)
             return waiter
         if not self._waiters:
-            self._done.add_done_callback(self._release_waiters)
+            self.done.add_done_callback(self._release_waiters)
         self._waiters.append(waiter)
         return waiter
 
     def settle(self, result: SendResult) -> None:
-        self._end(self._done.set_result, result)
+        self._end(self.done.set_result, result)
 
     def fail(self, error: BaseException) -> None:
         """End the send with ``error`` instead of a result (nothing was typed)."""
-        self._end(self._done.set_exception, error)
+        self._end(self.done.set_exception, error)
 
     def _end(self, finish: Callable[[Any], None], outcome: object) -> None:
         self.collecting = False
-        if not self._done.done():
+        if not self.done.done():
             # The waiters are released right here; the done callback (kept for a caller
             # that cancels ``done`` itself) would only run a turn later to find none.
             if self._waiters:
-                self._done.remove_done_callback(self._release_waiters)
+                self.done.remove_done_callback(self._release_waiters)
             finish(outcome)
-            self._release_waiters(self._done)
+            self._release_waiters(self.done)
         forget, self.forget_cancel = self.forget_cancel, None
         if forget is not None:
             forget()

@@ -44,8 +44,7 @@ from __future__ import annotations
 
 import codecs
 import re
-
-import attrs
+from typing import NamedTuple
 
 __all__ = ["MARKER_PREFIX", "PROMPT_TAIL_CHARS", "Chunk", "Marker", "Sanitizer"]
 
@@ -90,22 +89,24 @@ _EXIT_FIELD_START = len(b"133;D;")
 _EXIT_CODE = re.compile(rb"-?[0-9]{1,10}")
 
 
-@attrs.frozen(kw_only=True)
-class Marker:
+class Marker(NamedTuple):
     """A prompt marker: the ``$?`` it carried and where it sat in the chunk's text.
 
     ``exit_code`` is None when the marker carried no decimal exit code. ``text_offset``
     indexes :attr:`Chunk.text` of the chunk that reported it: text before the offset came
-    before the marker.
+    before the marker. A named tuple: one is made for nearly every send, where a frozen
+    class costs several times as much to build.
     """
 
     exit_code: int | None
     text_offset: int
 
 
-@attrs.frozen(kw_only=True)
-class Chunk:
-    """Sanitized text of one :meth:`Sanitizer.feed` and the markers found in it, in order."""
+class Chunk(NamedTuple):
+    """Sanitized text of one :meth:`Sanitizer.feed` and the markers found in it, in order.
+
+    A named tuple, as :class:`Marker` is: one is made for every piece of output.
+    """
 
     text: str
     markers: tuple[Marker, ...] = ()
@@ -170,6 +171,15 @@ class Sanitizer:
         escape sequence) is held and appears in a later result or at :meth:`flush`.
         """
         buf = data if isinstance(data, bytes) else bytes(data)
+        if not self._held:
+            # The usual piece at a prompt: text, one complete marker, the prompt. Its
+            # only escape is the marker, so the general path's search for an open
+            # sequence and for more markers would find nothing: answer it directly.
+            at = buf.find(_MARKER_HINT)
+            if at >= 0 and buf.find(_ESC, at + 1) < 0 and buf.rfind(_ESC, 0, at) < 0:
+                found = _MARKER.match(buf, at)
+                if found is not None and found.end() - at - 3 <= self._max_escape_bytes:
+                    return self._one_marker(buf, at, found.end())
         elided = 0
         if self._held:
             buf = self._held + buf
@@ -188,6 +198,20 @@ class Sanitizer:
             self._note_text(text)
             return Chunk(text=text)
         return self._feed_with_markers(buf, end, elided)
+
+    def _one_marker(self, buf: bytes, start: int, end: int) -> Chunk:
+        """:meth:`_feed_with_markers` for a piece whose only escape is one whole marker
+        at ``buf[start:end]``: the same text, marker and tail, with less work."""
+        terminator = 1 if buf[end - 1] == 0x07 else 2
+        body = buf[start + _MARKER_BODY_START : end - terminator]
+        before = self._emit(buf[:start]) if start else ""
+        marker = Marker(exit_code=_exit_code(body, len(body)), text_offset=len(before))
+        self._cr_before_marker = self._pending_cr
+        after = self._emit(buf[end:]) if end < len(buf) else ""
+        self._last_exit_code = marker.exit_code
+        self._tail = ""
+        self._note_text(after)
+        return Chunk(text=before + after, markers=(marker,))
 
     def flush(self) -> Chunk:
         """End the stream: emit a held CR as LF and a partial character as U+FFFD.
@@ -278,7 +302,10 @@ class Sanitizer:
             # Every CR is the first half of a CRLF (the usual terminal line end): removing
             # controls cannot part a pair, so deleting the CRs with the controls in one
             # pass gives what the general path below gives.
-            return self._decoder.decode(data.translate(None, _DROPPED_AND_CR))
+            data = data.translate(None, _DROPPED_AND_CR)
+            if data.isascii() and not self._decoder.buffer:  # type: ignore[attr-defined]
+                return data.decode("ascii")  # what the decoder gives, without its layers
+            return self._decoder.decode(data)
         data = data.translate(None, _DROPPED)
         if self._pending_cr:
             data = _CR + data

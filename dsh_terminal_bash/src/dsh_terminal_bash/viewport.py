@@ -39,7 +39,9 @@ class ViewportBuffer:
         if max_bytes < 1:
             raise ValueError(f"max_bytes must be positive, got {max_bytes}")
         self._max_bytes = max_bytes
-        self._first_line = first_line
+        #: The 0-based scrollback number of the line the output starts on (set once the
+        #: send knows it; a plain attribute, since it is set on every send).
+        self.first_line = first_line
         split = max_bytes >= HEAD_TAIL_MIN_BYTES
         self._head_room = (max_bytes - MARKER_ROOM) // 2 if split else 0
         self._tail = TailBuffer(max_bytes - MARKER_ROOM - self._head_room if split else max_bytes)
@@ -52,15 +54,6 @@ class ViewportBuffer:
         # itself, so the cursor's own buffer starts only then: a foreground send, which
         # never reads incrementally, keeps one copy of its output instead of two.
         self._new: TailBuffer | None = None
-
-    @property
-    def first_line(self) -> int:
-        """The 0-based scrollback number of the line the output starts on."""
-        return self._first_line
-
-    @first_line.setter
-    def first_line(self, number: int) -> None:
-        self._first_line = number
 
     @property
     def truncated(self) -> bool:
@@ -119,8 +112,8 @@ class ViewportBuffer:
         first = head.count("\n")  # output-relative index of the first omitted line
         last = self._newlines - tail.count("\n") - (1 if tail_whole else 0)
         omitted = self._bytes - utf8_len(head) - utf8_len(tail)
-        begin = self._first_line + first + 1
-        end = self._first_line + max(last, first) + 1
+        begin = self.first_line + first + 1
+        end = self.first_line + max(last, first) + 1
         if end > begin:
             what = (
                 f"{end - begin + 1} lines ({omitted} bytes) omitted: lines {begin}-{end}; read them"

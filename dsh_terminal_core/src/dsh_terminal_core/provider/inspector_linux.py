@@ -158,14 +158,21 @@ class LinuxStdinProbe:
         """
         if self._table is None:
             return None
+        if kept is not None and kept.pid == pid:
+            # The shell at its prompt, asked on nearly every send: one stat says it has a
+            # single thread (``task`` links to itself, its parent and that thread).
+            try:
+                single = os.stat(kept.task_dir).st_nlink == 3
+            except OSError:
+                return None
+            if single:
+                seen = self._kept_reader_wait(kept, terminal)
+                if seen is not _GENERAL:
+                    return seen
         tids = self._threads(pid)
         if tids is None:
             return None
         if tids == [str(pid)]:
-            if kept is not None and kept.pid == pid:
-                seen = self._kept_reader_wait(kept, terminal)
-                if seen is not _GENERAL:
-                    return seen
             stamps = self._reading_stamps(pid, tids, terminal, first_only=True, kept=kept)
             if not stamps:
                 return None
@@ -195,40 +202,45 @@ class LinuxStdinProbe:
         if before is None:
             return _GENERAL  # no scheduler statistics here: the general look's stamp
         line = kept.read("syscall")
-        parsed = _parse_syscall(line.decode("ascii", "replace")) if line is not None else None
-        if parsed is None:
+        # Parsed as bytes, only as far as this look needs: ``nr arg0..arg5 sp pc``.
+        fields = line.split() if line is not None else ()
+        if len(fields) < 9 or fields[0] == b"running":
             return None
-        number, args, stack = parsed
-        call = table.waits.get(number)
-        if call is None:
-            return None
-        if stack <= 0xFFFFFFFF:
-            return _GENERAL
-        if call.kind is Wait.READ:
-            fds = [args[0]]
-        elif call.kind is Wait.SELECT and not (args[2] or args[3] or args[4]):
-            nfds = args[0]
-            if not 0 < nfds <= 64 or args[1] == 0:
+        try:
+            number = int(fields[0])
+            call = table.waits.get(number)
+            if call is None or number < 0:
+                return None
+            if int(fields[7], 16) <= 0xFFFFFFFF:
                 return _GENERAL
-            bitmap = kept.memory(args[1], (nfds + 7) // 8)
-            if bitmap is None:
-                return None
-            fds = _set_bits(bitmap, nfds)
-            if not fds:
-                return None
-        else:
-            return _GENERAL
-        base = f"{self._proc}/{kept.pid}/fd/"
+            first = int(fields[1], 16)
+            if call.kind is Wait.READ:
+                fds = [first]
+            elif call.kind is Wait.SELECT and not (
+                int(fields[3], 16) or int(fields[4], 16) or int(fields[5], 16)
+            ):
+                address = int(fields[2], 16)
+                if not 0 < first <= 64 or address == 0:
+                    return _GENERAL
+                bitmap = kept.memory(address, (first + 7) // 8)
+                if bitmap is None:
+                    return None
+                fds = [0] if bitmap == b"\x01" else _set_bits(bitmap, first)
+                if not fds:
+                    return None
+            else:
+                return _GENERAL
+        except ValueError:
+            return None
         for fd in fds:
             try:
-                st = os.stat(f"{base}{fd}")
+                st = os.stat(kept.fd_path(fd))
             except OSError:
                 return _GENERAL
             if st.st_ino != terminal.inode or st.st_dev != terminal.device:
                 return _GENERAL
         if kept.read("schedstat") != before:
             return None
-        assert before is not None
         return ReaderWait(wakes=wakes_in(before), stamp=before)
 
     def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:

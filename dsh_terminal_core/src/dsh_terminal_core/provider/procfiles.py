@@ -39,10 +39,23 @@ class KeptFiles:
 
     def __init__(self, pid: int, proc: str = PROC) -> None:
         self.pid = pid
+        #: ``/proc/<pid>/task``: its link count says whether the process has one thread.
+        self.task_dir = f"{proc}/{pid}/task"
         self._task = f"{proc}/{pid}/task/{pid}"
         self._mem_path = f"{proc}/{pid}/mem"
+        self._fd_dir = f"{proc}/{pid}/fd/"
+        self._fd_paths: dict[int, str] = {}
         self._fds: dict[str, int] = {}
         self._closed = False
+
+    def fd_path(self, fd: int) -> str:
+        """``/proc/<pid>/fd/<fd>``, built once per descriptor number."""
+        path = self._fd_paths.get(fd)
+        if path is None:
+            if len(self._fd_paths) >= 64:
+                self._fd_paths.clear()
+            path = self._fd_paths[fd] = f"{self._fd_dir}{fd}"
+        return path
 
     def read(self, name: str) -> bytes | None:
         """The current content of the main thread's ``name`` (``schedstat``, ``syscall``)."""
