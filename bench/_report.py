@@ -144,7 +144,26 @@ def evaluate_targets(results: dict[str, Any], scrollback_cap: int) -> list[dict[
     else:
         add("scale sends p99, 0 wrong", "tool", math.nan, "<= 250 ms", False)
         add("scale dispose (s)", "tool", math.nan, "<= 5", False)
+    _mcp_targets(results, add)
     return targets
+
+
+# -- SPEC §24 "MCP overhead" (bench/mcp_transports.py, group "mcp") --------------------
+
+
+def _mcp_targets(results: dict[str, Any], add: Any) -> None:
+    """Server CPU per send over each transport vs the in-process CPU of the same run."""
+    transports = results.get("mcp", {}).get("tool", {}).get("results", {})
+    for transport, limit in (("stdio", 2.0), ("http", 3.0)):
+        value = transports.get(transport, {}).get("server_cpu_x_in_process")
+        measured = float(value) if isinstance(value, (int, float)) else math.nan
+        add(
+            f"MCP {transport}: server CPU per send vs in-process",
+            "tool",
+            measured,
+            f"<= {limit:g}x",
+            measured <= limit,
+        )
 
 
 def _fmt(value: float, digits: int = 2) -> str:
@@ -293,6 +312,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"{_fmt(scale['rss_per_session_kib'], 1)} | {_fmt(scale['fds_per_session'], 1)} | "
             f"{_fmt(scale['dispose_s'])} | {'none' if scale['clean'] else 'SOME'} |",
         ]
+    lines += _mcp_table(results)
     lines += [
         "",
         "| target | level | measured | limit | result |",
@@ -307,3 +327,24 @@ def markdown(report: dict[str, Any]) -> str:
             f"{target['limit']} | {verdict} |"
         )
     return "\n".join(lines)
+
+
+def _mcp_table(results: dict[str, Any]) -> list[str]:
+    """The ``mcp`` group's rows: CPU per send, client and server, per transport."""
+    transports = results.get("mcp", {}).get("tool", {}).get("results", {})
+    if not transports:
+        return []
+    lines = [
+        "",
+        "MCP overhead (bench/mcp_transports.py): terminal_send `echo hi` per transport.",
+        "",
+        "| transport | p50 ms | client CPU ms | server CPU ms | server CPU / in-process |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, row in transports.items():
+        lines.append(
+            f"| {name} | {_fmt(row['p50_ms'])} | {_fmt(row['client_cpu_ms_per_send'], 3)} | "
+            f"{_fmt(row['server_cpu_ms_per_send'], 3)} | "
+            f"{_fmt(row['server_cpu_x_in_process'])}x |"
+        )
+    return lines

@@ -16,6 +16,10 @@ this process's CPU during the contender's batches (the client; for in-process, t
 whole stack) plus, for the two servers, the server process's own user+sys over the same
 batches. Results go to
 ``bench/results/mcp_transports.json``.
+
+Targets (SPEC §24, "MCP overhead"): the server's CPU per send at most 2x the in-process
+CPU per send over stdio and 3x over HTTP, both from the same run. ``bench/run.py``
+runs this as its group ``mcp`` (contender ``tool``) and reports the same two rows.
 """
 
 from __future__ import annotations
@@ -48,6 +52,9 @@ SERVER = [sys.executable, "-m", "dsh_terminal_core.cli", "mcp", "--sandbox", "da
 _LISTENING = re.compile(rb"listening on (http://127\.0\.0\.1:\d+/mcp)")
 
 Send = Callable[[], Awaitable[None]]
+
+SERVER_CPU_TARGETS = {"stdio": 2.0, "http": 3.0}
+"""SPEC §24: server CPU per send at most this many times the in-process CPU per send."""
 
 
 class Contender:
@@ -118,8 +125,13 @@ async def over_stdio(workspace: str) -> AsyncIterator[Contender]:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
+    # Our environment, not the SDK's default minimal one: the server must import the
+    # same code as this process (PYTHONPATH of a work tree) for the comparison to hold.
     params = StdioServerParameters(
-        command=SERVER[0], args=[*SERVER[1:], "--workspace", workspace], cwd=workspace
+        command=SERVER[0],
+        args=[*SERVER[1:], "--workspace", workspace],
+        cwd=workspace,
+        env=dict(os.environ),
     )
     before = {p.pid for p in psutil.Process().children()}
     with open(os.devnull, "w") as errlog:
@@ -199,6 +211,7 @@ async def run(rounds: int, batch: int, warmup: int) -> dict[str, Any]:
                     await contender.batch(batch)
             load_after = load_average()
     floor = percentile(local.wall, 50)
+    cpu_floor = local.client_cpu_s * 1000 / len(local.wall)
     results = {}
     for contender in contenders:
         summary = summarize(contender.wall)
@@ -209,7 +222,21 @@ async def run(rounds: int, batch: int, warmup: int) -> dict[str, Any]:
         summary["cpu_ms_per_send"] = (
             summary["client_cpu_ms_per_send"] + summary["server_cpu_ms_per_send"]
         )
+        # SPEC §24: what the server process spends per send, against the whole stack
+        # in-process (the same tools with no transport at all), in the same run.
+        summary["server_cpu_x_in_process"] = (
+            summary["server_cpu_ms_per_send"] / cpu_floor if cpu_floor else float("nan")
+        )
         results[contender.name] = summary
+    targets = [
+        {
+            "transport": name,
+            "measured": results[name]["server_cpu_x_in_process"],
+            "limit": limit,
+            "met": results[name]["server_cpu_x_in_process"] <= limit,
+        }
+        for name, limit in SERVER_CPU_TARGETS.items()
+    ]
     return {
         "when": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "machine": machine(),
@@ -218,20 +245,30 @@ async def run(rounds: int, batch: int, warmup: int) -> dict[str, Any]:
         "rounds": rounds,
         "batch": batch,
         "results": results,
+        "targets": targets,
     }
 
 
 def table(report: dict[str, Any]) -> str:
     lines = [
         "| terminal_send `echo hi` | p50 ms | p95 ms | p50 / in-process "
-        "| CPU ms per send (client + server) |",
-        "|---|---:|---:|---:|---:|",
+        "| CPU ms per send (client + server) | server CPU / in-process CPU |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
+    limits = {target["transport"]: target for target in report["targets"]}
     for name, row in report["results"].items():
+        target = limits.get(name)
+        verdict = ""
+        if target is not None:
+            verdict = (
+                f"{row['server_cpu_x_in_process']:.2f}x (target <= {target['limit']:g}x: "
+                f"{'met' if target['met'] else 'NOT met'})"
+            )
         lines.append(
             f"| {name} | {row['p50_ms']:.2f} | {row['p95_ms']:.2f} | "
             f"{row['ratio_p50_to_in_process']:.2f}x | {row['cpu_ms_per_send']:.2f} "
-            f"({row['client_cpu_ms_per_send']:.2f} + {row['server_cpu_ms_per_send']:.2f}) |"
+            f"({row['client_cpu_ms_per_send']:.2f} + {row['server_cpu_ms_per_send']:.2f}) "
+            f"| {verdict} |"
         )
     load = ", ".join(f"{value:.2f}" for value in report["load_before"])
     lines.append("")

@@ -45,6 +45,8 @@ PLAN: list[tuple[str, tuple[str, ...]]] = [
     ("records", ("tool",)),
     # SPEC §24: 1,000 sessions under the default sandbox, through the tools (scale.py)
     ("scale", ("tool",)),
+    # SPEC §24 "MCP overhead": the server's CPU per send over stdio and HTTP vs in-process
+    ("mcp", ("tool",)),
 ]
 NOTES = [
     "raw: ptyprocess + bash + the same marker protocol, asyncio reader on the master fd, "
@@ -63,6 +65,9 @@ NOTES = [
     "blocks in one process; CPU includes the recorder's writer thread",
     "throughput runs with scrollback_max_bytes=4 MiB and scrollback_lines=1,000,000 so the "
     "byte cap is the one that binds",
+    "mcp: bench/mcp_transports.py — terminal_send echo in-process, over stdio and over "
+    "streamable HTTP (SDK clients, servers in subprocesses), interleaved rounds; server CPU "
+    "is the server process's user+sys",
     "scale: bench/scale.py — N sessions opened with terminal_open 64 at a time under the "
     "default sandbox (workspace-write, bubblewrap; unconfined where bubblewrap does not "
     "work), 20 echo sends per session with all sessions at once, then agent.dispose()",
@@ -106,6 +111,11 @@ async def _worker(group: str, name: str, owner: str, quick: bool) -> dict[str, A
         import scale
 
         return await scale.run(sizes["scale_sessions"], owner=owner)
+    if group == "mcp":  # its own harness and servers (bench/mcp_transports.py)
+        import mcp_transports
+
+        rounds, batch = (2, 10) if quick else (10, 40)
+        return await mcp_transports.run(rounds, batch, warmup=5 if quick else 10)
     driver = _driver(name, owner, group)
     start = getattr(driver, "start", None)
     if start is not None:

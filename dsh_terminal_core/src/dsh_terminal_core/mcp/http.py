@@ -415,6 +415,8 @@ class _Gateway:
         self._tokens = tokens
         self._identities = identities
         self._stop = stop
+        # One SDK user per identity, made once: it is immutable and asked for on every request.
+        self._users: dict[str, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -448,7 +450,10 @@ class _Gateway:
             return
         scope[_LEASE_KEY] = lease
         if self._tokens is not None:
-            scope["user"] = _sdk_user(agent_id)
+            user = self._users.get(agent_id)
+            if user is None:
+                user = self._users[agent_id] = _sdk_user(agent_id)
+            scope["user"] = user
         try:
             if _is_modern_post(scope):
                 await _cancelled_on_disconnect(
