@@ -145,6 +145,21 @@ def evaluate_targets(results: dict[str, Any], scrollback_cap: int) -> list[dict[
         add("scale sends p99, 0 wrong", "tool", math.nan, "<= 250 ms", False)
         add("scale dispose (s)", "tool", math.nan, "<= 5", False)
     _mcp_targets(results, add)
+    # -- cpu group: SPEC §24, tool vs proofs in one worker, interleaved (bench/_cpu_ratio.py)
+    cpu = results.get("cpu", {}).get("tool", {})
+    ratio = cpu.get("tool_x_proofs", {}).get("block_medians")
+    measured = float(ratio) if isinstance(ratio, (int, float)) else math.nan
+    wrong = sum(int(cpu.get(c, {}).get("wrong", 0)) for c in ("proofs", "tool"))
+    note = "" if not wrong else f"{wrong} not stdin_read"
+    add(
+        "echo CPU per send vs proofs (interleaved)",
+        "tool",
+        measured,
+        "<= 2x",
+        measured <= 2 and not wrong,
+        note,
+    )
+    # -- end of cpu group
     return targets
 
 
@@ -313,6 +328,32 @@ def markdown(report: dict[str, Any]) -> str:
             f"{_fmt(scale['dispose_s'])} | {'none' if scale['clean'] else 'SOME'} |",
         ]
     lines += _mcp_table(results)
+    # -- cpu group (bench/_cpu_ratio.py)
+    cpu = results.get("cpu", {}).get("tool")
+    if cpu:
+        x = cpu["tool_x_proofs"]
+        lines += [
+            "",
+            f"CPU per `echo hi`, proofs and tool in one worker: {cpu['blocks']} interleaved "
+            f"blocks of {cpu['block_sends']} sends each (first contender alternating). "
+            f"tool / proofs: {_fmt(x['block_medians'])} of the block medians, "
+            f"{_fmt(x['totals'])} of the totals, {_fmt(x['per_block_median'])} median of "
+            f"the per-block ratios ({_fmt(x['per_block_min'])}-{_fmt(x['per_block_max'])}); "
+            f"tool - proofs {_fmt(cpu['tool_minus_proofs_us'], 0)} us/send (median of the "
+            f"per-block differences); idle CPU {_fmt(cpu['idle_cpu_ms_per_s'], 1)} ms/s.",
+            "",
+            "| contender | sends | CPU us/send (total) | CPU us/send (block median) "
+            "| p50 ms | wrong | wait reasons |",
+            "|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for contender in ("proofs", "tool"):
+            entry = cpu[contender]
+            lines.append(
+                f"| {contender} | {entry['n']} | {_fmt(1000 * entry['cpu_ms_per_send'], 0)} | "
+                f"{_fmt(1000 * entry['block_median_cpu_ms_per_send'], 0)} | "
+                f"{_fmt(entry['p50_ms'], 3)} | {entry['wrong']} | {_reasons(entry)} |"
+            )
+    # -- end of cpu group
     lines += [
         "",
         "| target | level | measured | limit | result |",

@@ -47,6 +47,8 @@ PLAN: list[tuple[str, tuple[str, ...]]] = [
     ("scale", ("tool",)),
     # SPEC §24 "MCP overhead": the server's CPU per send over stdio and HTTP vs in-process
     ("mcp", ("tool",)),
+    # SPEC §24: tool-level CPU per echo vs proofs, interleaved in one worker (_cpu_ratio.py)
+    ("cpu", ("tool",)),
 ]
 NOTES = [
     "raw: ptyprocess + bash + the same marker protocol, asyncio reader on the master fd, "
@@ -71,6 +73,10 @@ NOTES = [
     "scale: bench/scale.py — N sessions opened with terminal_open 64 at a time under the "
     "default sandbox (workspace-write, bubblewrap; unconfined where bubblewrap does not "
     "work), 20 echo sends per session with all sessions at once, then agent.dispose()",
+    "cpu: bench/_cpu_ratio.py — a proofs session and a tool session open at once in one "
+    "worker, echo hi in interleaved blocks (20 x 100 sends each, which contender goes "
+    "first alternating, after 50 warm-up sends each); the target reads the ratio of the "
+    "medians of per-block CPU per send, so a noise spike hits both contenders alike",
 ]
 
 
@@ -116,6 +122,10 @@ async def _worker(group: str, name: str, owner: str, quick: bool) -> dict[str, A
 
         rounds, batch = (2, 10) if quick else (10, 40)
         return await mcp_transports.run(rounds, batch, warmup=5 if quick else 10)
+    if group == "cpu":  # both contenders in this one worker, interleaved
+        from _cpu_ratio import run_cpu
+
+        return await run_cpu(owner, quick)
     driver = _driver(name, owner, group)
     start = getattr(driver, "start", None)
     if start is not None:

@@ -25,6 +25,8 @@ SCENARIOS = {
     "idle_memory": {"raw", "proofs", "pexpect", "service", "tool"},
     "records": {"tool"},
     "scale": {"tool"},
+    "cpu": {"tool"},
+    "mcp": {"tool"},
 }
 
 
@@ -72,7 +74,9 @@ def test_quick_benchmark_completes_and_leaves_nothing(tmp_path: Path) -> None:
     assert scale["opened"] == scale["sessions"] and scale["wrong"] == 0, scale
     assert set(scale["wait_reasons"]) == {"stdin_read"} and scale["clean"], scale
     targets = {(t["target"], t["level"]) for t in report["targets"]}
-    assert len(targets) == 28 and all(t["met"] is not None for t in report["targets"])
+    assert len(targets) == 31 and all(t["met"] is not None for t in report["targets"])
+    cpu = scenarios["cpu"]["tool"]
+    assert cpu["proofs"]["wrong"] == 0 and cpu["tool"]["wrong"] == 0, cpu
     records = scenarios["records"]["tool"]
     assert records["recorded_bytes"] > records["pty_bytes"] and records["audit_lines"] > 0
     for key in ("nproc", "cpu_model", "kernel", "python"):
