@@ -214,7 +214,10 @@ class CancelEnforcement:
 
     def _must_wait_to_type(self) -> bool:
         """A SIGINT to the shell is unanswered, or a cancel is still in force."""
-        return self._interrupt_unanswered or any(not task.done() for task in self._enforcers)
+        if self._interrupt_unanswered:
+            return True
+        # Asked on every send; there is rarely a cancel in force to look through.
+        return bool(self._enforcers) and any(not task.done() for task in self._enforcers)
 
     async def _answer_held_interrupt(self) -> None:
         """Let a shell act on a SIGINT it holds before it reads this send's input.

@@ -74,7 +74,8 @@ class SessionProbe:
         foreground = self._process.foreground_pgid()
         if foreground is None:
             return None
-        pid = self._prompt_shell(foreground)
+        # The session's own shell leads the foreground on nearly every send.
+        pid = foreground if foreground == self._shell_pgid else self._prompt_shell(foreground)
         if pid is None:
             return None
         # The wake count comes with the look, read so that "reading" and the count

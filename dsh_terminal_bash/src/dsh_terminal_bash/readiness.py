@@ -46,10 +46,9 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable
-from typing import Protocol
-
-import attrs
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import NamedTuple, Protocol
 
 from dsh_terminal_core.provider import Foreground
 from dsh_terminal_core.registry import WaitReason
@@ -72,9 +71,12 @@ _QUICK_LOOKS = 4
 _CONFIRM_MS = 2.0
 
 
-@attrs.frozen(kw_only=True)
-class Settlement:
-    """How a wait ended. ``exit_code`` comes from the marker when the prompt tier settled."""
+class Settlement(NamedTuple):
+    """How a wait ended. ``exit_code`` comes from the marker when the prompt tier settled.
+
+    A named tuple: every send ends with one, where a frozen class costs several times as
+    much to build.
+    """
 
     reason: WaitReason
     exit_code: int | None = None
@@ -148,6 +150,38 @@ class Readiness:
     its wait alone (its group, whether it waited, its wake count), never by its modes.
     """
 
+    # State every wait starts with, as class attributes: a send builds one ladder, and
+    # assigning each of these on every construction was a good part of its cost. Each is
+    # set on the instance once it changes (none is a mutable object changed in place).
+    #: Wake counters at the moment the input was completely written (consumption fence).
+    _wakes_at_write: Mapping[int, int | None] = MappingProxyType({})
+    _write_started = False
+    _any_output = False
+    _marker_seen = False
+    _marker_exit: int | None = None
+    _prompt_tail_at: float | None = None
+    _wait_seen_at: float | None = None
+    #: Sightings of a program polling its keyboard; made at the first one, since almost
+    #: every send settles without any.
+    _polls: PollingWatch | None = None
+    settled = False
+    #: Set while a cancel is in force: a shell's read is then only trusted with the
+    #: prompt that follows the interrupt (the line editor can sit in a read after echoing
+    #: ^C, before it drops the line and prints the new prompt).
+    cancelling = False
+    _probe_step = 0
+    _quick_looks_left = 0
+    _quick_look_queued = False
+    _probe_due: float | None = None
+    _listen_due: float | None = None
+    _silence_due: float | None
+    _deadline_due: float | None
+    _listen_looks = 0
+    _timer: asyncio.TimerHandle | None = None
+    _timer_at = 0.0
+    _started = False
+    _dispatching = False
+
     def __init__(
         self,
         *,
@@ -166,59 +200,30 @@ class Readiness:
         self._on_settle = on_settle
         self._startup = startup
         self._before = before
-        self._loop = asyncio.get_running_loop()
-        self._started_at = self._loop.time()
+        loop = self._loop = asyncio.get_running_loop()
+        started = self._started_at = self._activity_at = self._listen_quiet_since = loop.time()
         self._write_done = startup or not fenced
         self._fenced = fenced and not startup
-        # Wake counters at the moment the input was completely written (consumption fence).
-        self._wakes_at_write: dict[int, int | None] = {}
-        self._write_started = False
-        self._activity_at = self._started_at
-        self._any_output = False
-        self._marker_seen = False
-        self._marker_exit: int | None = None
-        self._prompt_tail_at: float | None = None
-        self._wait_seen_at: float | None = None
-        # Sightings of a program polling its keyboard; made at the first one, since
-        # almost every send settles without any.
-        self._polls: PollingWatch | None = None
-        self.settled = False
-        # Set while a cancel is in force: a shell's read is then only trusted with the
-        # prompt that follows the interrupt (the line editor can sit in a read after
-        # echoing ^C, before it drops the line and prints the new prompt).
-        self.cancelling = False
-        self._probe_step = 0
         # A program other than the shell that waited for input before the write (a REPL)
         # usually waits again right after it answers: a look as soon as a piece of its
         # output has been taken, before the timers (whose granularity is a millisecond).
         # A REPL often writes its answer and its prompt apart, and only the look after
         # the prompt can find it reading, so each piece gets one, up to a bound that
         # keeps a long answer from paying a look per piece.
-        waited = (
+        if (
             before is not None
             and before.input_waiting
             and before.process_group_id != probe.shell_group()
-        )
-        self._quick_looks_left = _QUICK_LOOKS if waited else 0
-        self._quick_look_queued = False
+        ):
+            self._quick_looks_left = _QUICK_LOOKS
         # When each timed look is due (loop time), all served by one timer: a send that
         # settles at its first output arms and cancels one timer, not three.
-        self._probe_due: float | None = None
-        self._silence_due: float | None = self._started_at + max(
-            config.idle_silence_ms / 1000, 0.001
-        )
-        self._listen_due: float | None = (
-            None if startup else self._started_at + config.listen_settle_ms / 1000
-        )
-        self._listen_quiet_since = self._started_at  # the quiet stretch looked at so far
-        self._listen_looks = 0
-        self._deadline_due: float | None = self._started_at + (
+        self._silence_due = started + max(config.idle_silence_ms / 1000, 0.001)
+        if not startup:
+            self._listen_due = started + config.listen_settle_ms / 1000
+        self._deadline_due = started + (
             (timeout_ms if timeout_ms is not None else config.timeout_ms) / 1000
         )
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at = 0.0
-        self._started = False
-        self._dispatching = False
 
     def start(self) -> None:
         """Arm the timers; until then a wait is judged only on events.
@@ -277,7 +282,8 @@ class Readiness:
         """The whole input is in the terminal; the stdin-wait tier may look from now on."""
         if self._write_done and not self._startup:
             return
-        self.on_write_start()  # a write cancelled before it began still sets the baseline
+        if not self._write_started:  # a write cancelled before it began still sets the baseline
+            self.on_write_start()
         self._write_done = True
         self._activity_at = self._loop.time()
         self._probe_step = 0
@@ -546,10 +552,12 @@ class Readiness:
         an earlier one is left to fire and re-arm."""
         if self.settled or not self._started or self._dispatching:
             return
-        when = math.inf
-        for due in (self._probe_due, self._listen_due, self._silence_due, self._deadline_due):
-            if due is not None and due < when:
-                when = due
+        dues = [
+            due
+            for due in (self._probe_due, self._listen_due, self._silence_due, self._deadline_due)
+            if due is not None
+        ]
+        when = min(dues) if dues else math.inf
         timer = self._timer
         if timer is not None:
             if self._timer_at <= when:

@@ -303,7 +303,7 @@ class Sanitizer:
             # controls cannot part a pair, so deleting the CRs with the controls in one
             # pass gives what the general path below gives.
             data = data.translate(None, _DROPPED_AND_CR)
-            if data.isascii() and not self._decoder.buffer:  # type: ignore[attr-defined]
+            if data.isascii() and not self._decoder.buffer:
                 return data.decode("ascii")  # what the decoder gives, without its layers
             return self._decoder.decode(data)
         data = data.translate(None, _DROPPED)

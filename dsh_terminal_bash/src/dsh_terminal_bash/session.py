@@ -215,7 +215,7 @@ class BashSession(SessionProbe, CancelEnforcement):
                 markers[-1].exit_code if markers else None,
                 self._sanitizer.prompt_tail,
             )
-        if text:
+        if text and self._watchers:
             self._notify()
 
     def _feed_matcher(

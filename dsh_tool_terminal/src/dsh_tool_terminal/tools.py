@@ -147,26 +147,32 @@ def terminal_tools(
         if "secret" in args:
             return await _send_secret(args, exec_)
         request_args = _send_request_args(args, output_bytes)
-        _refuse_exited(terminals(), exec_, args["sessionId"])
+        service = terminals()
+        _refuse_exited(service, exec_, args["sessionId"])
         if background:
             return _send_in_background(exec_, args["sessionId"], request_args)
         request = SendRequest(cancel=exec_.cancel, **request_args)
-        op = terminals().start_send(exec_.agent, args["sessionId"], request)
+        op = service.start_send(exec_.agent, args["sessionId"], request)
         try:
             result = await op.result()
         except asyncio.CancelledError:
             await asyncio.shield(op.cancel())
             raise
-        return _with_report(send_value(result), exec_, args["sessionId"])
+        return _with_report(send_value(result), exec_, args["sessionId"], service)
 
-    def _with_report(value: _Reported, exec_: ToolExec, session_id: str) -> _Reported:
+    def _with_report(
+        value: _Reported,
+        exec_: ToolExec,
+        session_id: str,
+        service: TerminalSessionService | None = None,
+    ) -> _Reported:
         """Add, once, what a person did while they held the session (SPEC §22).
 
         A session closed while the send ran (it settled ``session_exit``) has no report
         left to give; its result stands as it is.
         """
         try:
-            report = terminals().take_human_report(exec_.agent, session_id)
+            report = (service or terminals()).take_human_report(exec_.agent, session_id)
         except TerminalError:
             return value
         if report is not None:

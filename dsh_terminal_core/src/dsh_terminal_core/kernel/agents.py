@@ -152,6 +152,14 @@ class Agent:
         future.add_done_callback(_log_failed_arrival)
         self._arrivals.append(future)
 
+    @property
+    def expecting(self) -> bool:
+        """True while something :meth:`expect` was given may still be on its way.
+
+        Lets a caller skip awaiting :meth:`arrived` (a coroutine per call) when nothing is.
+        """
+        return bool(self._arrivals)
+
     async def arrived(self, timeout_s: float | None = None) -> None:
         """Wait for what was expected (at most ``timeout_s``); instant when nothing is."""
         if not self._arrivals:

@@ -267,7 +267,8 @@ class Harness:
         ``ask_human`` shows the person a control link the same way; without it
         ``terminal_ask_human`` uses the ``dsh_ask_human`` hooks.
         """
-        await agent.arrived(ARRIVAL_WAIT_S)
+        if agent.expecting:
+            await agent.arrived(ARRIVAL_WAIT_S)
         exec_ = ToolExec(
             agent=agent,
             cancel=cancel or Cancellation(),

@@ -9,7 +9,7 @@ every other platform answers False, which the bash backend's readiness ladder tr
 from __future__ import annotations
 
 import sys
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import attrs
 
@@ -40,8 +40,7 @@ class TerminalIdentity:
     path: str
 
 
-@attrs.frozen(kw_only=True)
-class ReaderWait:
+class ReaderWait(NamedTuple):
     """A process seen blocked reading the terminal, and what identifies that wait.
 
     ``wakes`` is its main thread's wake count, read so that it describes this very wait
@@ -54,6 +53,7 @@ class ReaderWait:
 
     wakes: int | None
     stamp: bytes | None
+    # A named tuple, not a frozen class: the prompt proof builds one on every send.
 
 
 @attrs.frozen(kw_only=True)

@@ -203,7 +203,9 @@ class LinuxStdinProbe:
             return _GENERAL  # no scheduler statistics here: the general look's stamp
         line = kept.read("syscall")
         # Parsed as bytes, only as far as this look needs: ``nr arg0..arg5 sp pc``.
-        fields = line.split() if line is not None else ()
+        if line is None:
+            return None
+        fields = line.split()
         if len(fields) < 9 or fields[0] == b"running":
             return None
         try:

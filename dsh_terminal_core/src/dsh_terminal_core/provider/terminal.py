@@ -477,16 +477,16 @@ class LocalTerminalProcess:
         fd = self._channel.fd
         if fd is None:
             return None
-        pgid: int | None = None
         try:
             pgid = os.tcgetpgrp(fd)
         except OSError:
-            if not self._done.done():
-                stat = read_stat(self._pid)
-                pgid = stat.tpgid if stat is not None else None
-        if pgid is None or pgid <= 0 or pgid == self._own_pgrp:
-            return None
-        return pgid
+            if self._done.done():
+                return None
+            stat = read_stat(self._pid)
+            if stat is None:
+                return None
+            pgid = stat.tpgid
+        return pgid if pgid > 0 and pgid != self._own_pgrp else None
 
     def terminal_modes(self) -> tuple[bool, bool] | None:
         """The terminal's (ECHO, ICANON) flags now; None when they cannot be read."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal
 
@@ -60,7 +61,8 @@ class HumanControl:
         self.session_id = session_id
         self._state: State = "agent"
         self._watchers: list[Callable[[], None]] = []
-        self._inflight: SendOperation | None = None
+        # The agent's latest send, held weakly: a settled send is freed with its result.
+        self._inflight: Callable[[], SendOperation | None] = _nothing
         self._took_at = 0.0
         self._line_begin = 0
         self._report: HumanReport | None = None
@@ -102,14 +104,19 @@ class HumanControl:
             )
 
     def track(self, op: SendOperation) -> None:
-        """Remember ``op`` as the agent's send in flight until it settles."""
-        self._inflight = op
+        """Remember ``op`` as the agent's latest send (in flight until ``op.done``).
 
-        def settled(_future: object) -> None:
-            if self._inflight is op:
-                self._inflight = None
+        A weak reference, not a callback on ``op.done``: every send passes here, and a
+        done callback costs a loop turn's handle per send where this costs one object.
+        """
+        try:
+            self._inflight = weakref.ref(op)
+        except TypeError:  # a backend's operation without weak references: held until the next
+            self._inflight = lambda: op
 
-        op.done.add_done_callback(settled)
+    def _send_in_flight(self) -> SendOperation | None:
+        op = self._inflight()
+        return op if op is not None and not op.done.done() else None
 
     def take_report(self) -> HumanReport | None:
         """The person's last time in control, once; None when there is nothing new."""
@@ -119,6 +126,10 @@ class HumanControl:
     def close(self) -> None:
         """The session is gone: control ends with it, and nothing is reported."""
         self.state = "closed"
+
+
+def _nothing() -> None:
+    return None
 
 
 def _lines(session: BackendSession) -> int:
@@ -170,8 +181,8 @@ class HumanGate:
             raise TerminalError(f"session {session_id} has ended", "SESSION_EXITED")
         control.state = "taking"
         try:
-            inflight = control._inflight
-            if inflight is not None and not inflight.done.done():
+            inflight = control._send_in_flight()
+            if inflight is not None:
                 await asyncio.wait({inflight.done})
         except BaseException:
             if control.state == "taking":

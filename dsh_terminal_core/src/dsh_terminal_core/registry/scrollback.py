@@ -597,6 +597,13 @@ class Scrollback:
     # -- bounds ----------------------------------------------------------------------
 
     def _trim(self) -> None:
+        open_bytes = self._open_bytes
+        if (
+            self._nbytes + open_bytes <= self._max_bytes
+            and self._nlines < self._max_lines
+            and (not self._blocks or not self._blocks[0].start)
+        ):
+            return  # within both bounds, nothing dropped to give back: the usual case
         if self._open_bytes > self._max_bytes:
             self._cut_open(self._max_bytes)
         open_line = 1 if self._open_active else 0
