@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import attrs
 
@@ -53,8 +53,7 @@ class ExitStatus:
     signal: str | None
 
 
-@attrs.frozen(kw_only=True)
-class Foreground:
+class Foreground(NamedTuple):
     """Facts about the terminal's foreground process group at one instant.
 
     ``input_waiting`` is exact on Linux (a member is blocked reading the terminal) and
@@ -69,6 +68,9 @@ class Foreground:
     would be proof but for its own short timeout (``top -d 1``, a curses program with a key
     timeout). Alone it proves nothing; a caller that sees it come back, look after look,
     with little CPU used between, may conclude the program waits for keys.
+
+    A named tuple, not a frozen class: the readiness ladder builds one on nearly every
+    send, where a frozen class costs several times as much to build.
     """
 
     process_group_id: int
