@@ -59,39 +59,3 @@ def test_the_loaded_heap_is_frozen_once_per_process_unless_the_host_says_no(mode
         assert first == second == 0
         assert result["again"] is True  # nothing froze it before
     assert result["collected"] >= 1
-
-
-_THRESHOLDS = textwrap.dedent(
-    """
-    import asyncio, gc, json, sys
-    from dsh_terminal_core.kernel.harness import Harness
-
-    async def main():
-        mode = sys.argv[1]
-        if mode == "host-set":
-            gc.set_threshold(1234, 5, 6)
-        before = gc.get_threshold()
-        async with Harness(freeze_heap=mode != "off"):
-            during = gc.get_threshold()
-        print(json.dumps({"before": before, "during": during}))
-
-    asyncio.run(main())
-    """
-)
-
-
-@pytest.mark.parametrize("mode", ["default", "host-set", "off"])
-def test_the_young_generation_is_widened_only_from_the_interpreter_default(mode: str) -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", _THRESHOLDS, mode],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    if mode == "default":
-        assert result["before"] == [700, 10, 10]
-        assert result["during"] == [20_000, 10, 10]
-    else:  # a host's own thresholds, or a host that manages the collector, are kept
-        assert result["during"] == result["before"]

@@ -22,7 +22,7 @@ from .agents import Agent
 from .cancel import Cancellation
 from .context import Context, dispose_service
 from .errors import ConfigError, DisposeError, DshError
-from .heapfreeze import freeze_loaded_heap, widen_young_generation
+from .heapfreeze import freeze_loaded_heap
 from .humanask import HumanAsker
 from .plugins import (
     ENTRY_POINT_GROUP,
@@ -59,10 +59,8 @@ class Harness:
     ) -> None:
         """``freeze_heap``: once the plugins are applied, keep everything loaded so far out
         of the garbage collector's full passes (once per process; see ``heapfreeze``), so
-        that a full pass while terminals open does not stop the loop for tens of ms, and
-        widen the young generation (where the thresholds are still the interpreter's
-        default), so a thousand sends in flight are not walked by a collection every few
-        sends. A host that manages the collector itself passes False."""
+        that a full pass while terminals open does not stop the loop for tens of ms. A
+        host that manages the collector itself passes False."""
         self._plugin_objects = plugins
         self._config = dict(config or {})
         self._group = group
@@ -139,7 +137,6 @@ class Harness:
             raise
         if self._freeze_heap:
             freeze_loaded_heap()
-            widen_young_generation()
 
     def _build(
         self, plugin: LoadedPlugin, config: object
