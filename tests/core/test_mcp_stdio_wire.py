@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import struct
@@ -142,10 +143,7 @@ async def test_replies_larger_than_the_pipe_arrive_whole_and_in_order() -> None:
         writer = FrameWriter(write_fd, on_broken=lambda: None)
         big = "x" * (3 * 65536)  # more than a pipe holds: the writer must wait for us
         received = bytearray()
-
-        def read_all() -> None:
-            while chunk := os.read(read_fd, 65536):
-                received.extend(chunk)
+        read_all = functools.partial(_read_until_eof, read_fd, received)
 
         with anyio.fail_after(BOUND_S):
             async with anyio.create_task_group() as group:
@@ -165,6 +163,12 @@ async def test_replies_larger_than_the_pipe_arrive_whole_and_in_order() -> None:
     assert json.loads(lines[0])["result"]["t"] == big
 
 
+def _read_until_eof(read_fd: int, received: bytearray) -> None:
+    """Collect what the pipe carries until its writer closes (run on a thread)."""
+    while chunk := os.read(read_fd, 65536):
+        received.extend(chunk)
+
+
 async def test_a_sender_cancelled_while_waiting_leaves_its_frame_whole() -> None:
     with pipe() as (read_fd, write_fd):
         mode = _Nonblocking(write_fd)
@@ -174,10 +178,7 @@ async def test_a_sender_cancelled_while_waiting_leaves_its_frame_whole() -> None
             await writer.send(reply(1, big))  # fills the pipe, then is cancelled waiting
         assert not writer.idle
         received = bytearray()
-
-        def read_all() -> None:
-            while chunk := os.read(read_fd, 65536):
-                received.extend(chunk)
+        read_all = functools.partial(_read_until_eof, read_fd, received)
 
         with anyio.fail_after(BOUND_S):
             async with anyio.create_task_group() as group:

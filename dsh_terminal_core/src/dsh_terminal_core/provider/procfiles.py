@@ -92,20 +92,16 @@ class KeptFiles:
             return None
 
     def memory(self, address: int, size: int) -> bytes | None:
-        """``size`` bytes at ``address``; reopened once when the process has exec'd since."""
+        """``size`` bytes at ``address``; reopened once when the process has exec'd since.
+
+        The kept descriptor is read at once when there is one (every send asks).
+        """
         fd = self._fds.get("mem")
-        if fd is not None:  # kept: one read in the usual case
-            try:
-                data = os.pread(fd, size, address)
-            except (OSError, OverflowError):
-                data = b""
-            if len(data) == size:
-                return data
-            self._forget("mem")  # exec'd since, or gone: the loop below opens it again
         for _attempt in range(2):
-            fd = self._open("mem", self._mem_path)
             if fd is None:
-                return None
+                fd = self._open("mem", self._mem_path)
+                if fd is None:
+                    return None
             try:
                 data = os.pread(fd, size, address)
             except (OSError, OverflowError):
@@ -113,6 +109,7 @@ class KeptFiles:
             if len(data) == size:
                 return data
             self._forget("mem")
+            fd = None
         return None
 
     def close(self) -> None:
