@@ -11,6 +11,7 @@ import attrs
 
 from dsh_terminal_core.kernel.cancel import Cancellation
 from dsh_terminal_core.kernel.errors import OperationCancelled, TerminalError
+from dsh_terminal_core.kernel.subscribe import subscribe
 from dsh_terminal_core.provider import ExitStatus, Foreground, TerminalProcess
 from dsh_terminal_core.registry import (
     ReadRequest,
@@ -162,13 +163,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         the status says ``exited``; it must not raise and should only wake a waiter.
         Returns a function that removes the callback (harmless to call twice).
         """
-        self._watchers.append(callback)
-
-        def remove() -> None:
-            with contextlib.suppress(ValueError):
-                self._watchers.remove(callback)
-
-        return remove
+        return subscribe(self._watchers, callback)
 
     def open_line(self) -> str:
         """The line still being written, e.g. a password prompt waiting for its answer."""

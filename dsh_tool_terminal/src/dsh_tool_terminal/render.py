@@ -24,18 +24,6 @@ __all__ = [
 def status_line(value: SendValue) -> str:
     """One line saying why the send returned and what that does (not) prove."""
     reason = value["waitReason"]
-    if (
-        reason == "stdin_read"
-        and not value.get("inputHidden")
-        and not value.get("truncated")
-        and not value.get("listening")
-    ):  # the usual line, said at once
-        code = value.get("exitCode")
-        return (
-            "[stdin_read: waiting for input]"
-            if code is None
-            else f"[stdin_read: waiting for input; exit code {code}]"
-        )
     session = value["sessionStatus"]
     if reason == "stdin_read":
         parts = ["waiting for input"]

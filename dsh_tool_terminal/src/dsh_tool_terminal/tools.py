@@ -161,10 +161,7 @@ def terminal_tools(
         return _with_report(send_value(result), exec_, args["sessionId"], service)
 
     def _with_report(
-        value: _Reported,
-        exec_: ToolExec,
-        session_id: str,
-        service: TerminalSessionService | None = None,
+        value: _Reported, exec_: ToolExec, session_id: str, service: TerminalSessionService
     ) -> _Reported:
         """Add, once, what a person did while they held the session (SPEC §22).
 
@@ -172,7 +169,7 @@ def terminal_tools(
         left to give; its result stands as it is.
         """
         try:
-            report = (service or terminals()).take_human_report(exec_.agent, session_id)
+            report = service.take_human_report(exec_.agent, session_id)
         except TerminalError:
             return value
         if report is not None:
@@ -304,12 +301,13 @@ def terminal_tools(
         finalize=finalize,
     )
     async def terminal_read(args: ReadArgs, exec_: ToolExec) -> ReadOutput:
+        service = terminals()
         if args.get("screen"):
             if "offset" in args or "count" in args:
                 raise InvalidArgument("screen=true reads the screen; offset/count do not apply")
-            screen = screen_read_value(terminals().read_screen(exec_.agent, args["sessionId"]))
-            return _with_report(screen, exec_, args["sessionId"])
-        result = terminals().read(
+            screen = screen_read_value(service.read_screen(exec_.agent, args["sessionId"]))
+            return _with_report(screen, exec_, args["sessionId"], service)
+        result = service.read(
             exec_.agent,
             args["sessionId"],
             ReadRequest(
@@ -318,7 +316,7 @@ def terminal_tools(
                 max_bytes=output_bytes,
             ),
         )
-        return _with_report(read_value(result), exec_, args["sessionId"])
+        return _with_report(read_value(result), exec_, args["sessionId"], service)
 
     # -- terminal_signal ----------------------------------------------------------------
 

@@ -11,7 +11,6 @@ listener (an MCP server wakes the agent's connected clients with it).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -20,6 +19,7 @@ from typing import Any
 import attrs
 
 from .errors import DisposeError
+from .subscribe import subscribe
 
 __all__ = ["Agent", "EffectScope", "Notice"]
 
@@ -61,14 +61,7 @@ class EffectScope:
         """
         if self._disposing is not None:
             raise RuntimeError(f"{self._label} is disposed; cannot add a dispose effect")
-        effects = self._late_effects if late else self._effects
-        effects.append(effect)
-
-        def remove() -> None:
-            with contextlib.suppress(ValueError):
-                effects.remove(effect)
-
-        return remove
+        return subscribe(self._late_effects if late else self._effects, effect)
 
     async def dispose(self) -> None:
         """Run every effect newest first; raise :class:`DisposeError` naming each failure.
@@ -204,18 +197,7 @@ class Agent:
         The remover is harmless to call twice. Listeners must not block: they run
         inside :meth:`notify` (a listener that has real work to do schedules it).
         """
-        self._listeners.append(listener)
-        removed = False
-
-        def remove() -> None:
-            # Once only, so a second call cannot take out the same listener added again.
-            nonlocal removed
-            if not removed:
-                removed = True
-                with contextlib.suppress(ValueError):
-                    self._listeners.remove(listener)
-
-        return remove
+        return subscribe(self._listeners, listener)
 
     def drain_notices(self) -> list[Notice]:
         """Return and clear the queued notices, oldest first."""

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from .errors import OperationCancelled
+from .subscribe import subscribe
 
 __all__ = ["Cancellation", "finish_shielded"]
 
@@ -59,14 +60,7 @@ class Cancellation:
         if self._reason is not None:
             callback(self._reason)
             return lambda: None
-        self._callbacks.append(callback)
-
-        def remove() -> None:
-            # Called once per send that ends: a membership test costs less than suppress().
-            if callback in self._callbacks:
-                self._callbacks.remove(callback)
-
-        return remove
+        return subscribe(self._callbacks, callback)
 
     async def wait(self) -> BaseException:
         """Wait until cancelled; return the reason."""

@@ -63,13 +63,6 @@ class TerminalInput:
         module's docstring). None when it cannot be known (no ``TIOCGPTPEER``, a hung-up
         terminal).
         """
-        peer = self._peer
-        if peer is not None:  # the kept peer, asked on every send: straight to the count
-            count = _count_unread(peer, self._poller)
-            if count is not None:
-                return count
-            self._close_kept()  # hung up or failed: a fresh peer below, as in _through_peer
-            return self._through_peer(_count_unread) if self._keep else None
         return self._through_peer(_count_unread)
 
     def flush(self) -> bool:

@@ -59,13 +59,6 @@ class KeptFiles:
 
     def read(self, name: str) -> bytes | None:
         """The current content of the main thread's ``name`` (``schedstat``, ``syscall``)."""
-        fd = self._fds.get(name)
-        if fd is not None:  # kept: the read asked on every send, without a further call
-            try:
-                return os.pread(fd, _READ_SIZE, 0) or None
-            except OSError:
-                self._forget(name)
-                return None
         return self._pread(name, _READ_SIZE) or None
 
     def has_content(self, name: str) -> bool | None:

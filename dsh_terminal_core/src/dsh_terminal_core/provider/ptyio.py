@@ -229,17 +229,6 @@ class PtyChannel:
         first = self._read_once()
         if not first:
             return 0
-        if len(first) < _SHORT_READ and self._fd is not None:
-            # The usual piece (a prompt, a short answer): poll says whether more is
-            # already behind it, and without more it is delivered as it is.
-            poller = self._poller
-            try:
-                more = bool(poller.poll(0)) if poller is not None else not self._nothing_to_read()
-            except OSError:
-                more = True  # let the read find out
-            if not more:
-                self._deliver(first)
-                return len(first)
         chunks = [first]
         last = first
         for _ in range(_READS_PER_WAKEUP - 1):

@@ -26,6 +26,7 @@ import attrs
 
 from ..kernel.errors import TerminalError, UnsupportedPlatform
 from ..kernel.signals import FOREGROUND_SIGNALS
+from ..kernel.subscribe import subscribe
 from . import hostexit, hostguard, hostlimits
 from .env import child_environment
 from .inspector import (
@@ -117,13 +118,7 @@ class LocalTerminalProvider:
         gets what the last returned. A wrapper must not raise (a recorder that cannot
         record returns the process unchanged). Returns a function that removes it.
         """
-        self._wrappers.append(wrap)
-
-        def remove() -> None:
-            if wrap in self._wrappers:
-                self._wrappers.remove(wrap)
-
-        return remove
+        return subscribe(self._wrappers, wrap)
 
     def prestart(self) -> None:
         """Start the fork server in the background now, so the first open need not wait

@@ -22,7 +22,6 @@ this; it lives apart so the service stays one job per module.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import weakref
 from collections.abc import Callable
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..kernel.agents import Agent, Notice
 from ..kernel.errors import TerminalError
+from ..kernel.subscribe import subscribe
 from .types import (
     HumanReport,
     RawInputSession,
@@ -79,13 +79,7 @@ class HumanControl:
 
     def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` after every change of :attr:`state`; returns a remover."""
-        self._watchers.append(callback)
-
-        def remove() -> None:
-            with contextlib.suppress(ValueError):
-                self._watchers.remove(callback)
-
-        return remove
+        return subscribe(self._watchers, callback)
 
     @property
     def held(self) -> bool:

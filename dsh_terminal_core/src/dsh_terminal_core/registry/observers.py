@@ -12,6 +12,7 @@ import builtins
 import contextvars
 from collections.abc import Callable
 
+from ..kernel.subscribe import subscribe
 from .types import (
     BackendSession,
     BackendSpawnContext,
@@ -54,13 +55,7 @@ class SendObservers:
 
     def add(self, observer: SendObserver) -> Callable[[], None]:
         """Tell ``observer`` of every send from now on; returns a function that stops it."""
-        self._observers.append(observer)
-
-        def stop() -> None:
-            if observer in self._observers:
-                self._observers.remove(observer)
-
-        return stop
+        return subscribe(self._observers, observer)
 
     def start(
         self, session_id: str, session: BackendSession, request: SendRequest

@@ -34,6 +34,7 @@ from typing import overload
 
 import attrs
 
+from ..kernel.subscribe import subscribe
 from ..kernel.textbounds import utf8_head, utf8_len, utf8_tail
 from .overstrike import BS, render, render_lines
 from .types import ReadResult, RetainedLines
@@ -361,13 +362,7 @@ class Scrollback:
         same lines, numbers and trims, so a copy fed the observed text in order (a
         world's mirror, SPEC §21) reads exactly as this one. Returns the remover.
         """
-        self._observers.append(observer)
-
-        def remove() -> None:
-            if observer in self._observers:
-                self._observers.remove(observer)
-
-        return remove
+        return subscribe(self._observers, observer)
 
     def append(self, text: str) -> int:
         """Add sanitized text; a trailing partial line stays open for later appends.

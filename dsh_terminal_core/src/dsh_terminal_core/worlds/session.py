@@ -25,6 +25,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..kernel.errors import ErrorCode, TerminalError
+from ..kernel.subscribe import subscribe
 from ..provider.listening import Listener
 from ..registry.scrollback import Scrollback, ScrollbackImage
 from ..registry.types import (
@@ -232,13 +233,7 @@ class WorldSession:
 
     def watch(self, callback: Callable[[], None]) -> Callable[[], None]:
         """Call ``callback`` after every piece of output and once the session has ended."""
-        self._watchers.append(callback)
-
-        def remove() -> None:
-            with contextlib.suppress(ValueError):
-                self._watchers.remove(callback)
-
-        return remove
+        return subscribe(self._watchers, callback)
 
     def read(self, request: ReadRequest) -> ReadResult:
         bound = (
