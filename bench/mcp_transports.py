@@ -121,15 +121,15 @@ async def _session_contender(name: str, session: Any, server_pid: int) -> Conten
 
 
 @contextlib.asynccontextmanager
-async def over_stdio(workspace: str) -> AsyncIterator[Contender]:
+async def over_stdio(workspace: str, server: list[str] = SERVER) -> AsyncIterator[Contender]:
     from mcp.client.session import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     # Our environment, not the SDK's default minimal one: the server must import the
     # same code as this process (PYTHONPATH of a work tree) for the comparison to hold.
     params = StdioServerParameters(
-        command=SERVER[0],
-        args=[*SERVER[1:], "--workspace", workspace],
+        command=server[0],
+        args=[*server[1:], "--workspace", workspace],
         cwd=workspace,
         env=dict(os.environ),
     )
@@ -140,19 +140,19 @@ async def over_stdio(workspace: str) -> AsyncIterator[Contender]:
             ClientSession(read, write) as session,
         ):
             await session.initialize()
-            (server,) = [p for p in psutil.Process().children() if p.pid not in before]
-            yield await _session_contender("stdio", session, server.pid)
+            (process,) = [p for p in psutil.Process().children() if p.pid not in before]
+            yield await _session_contender("stdio", session, process.pid)
 
 
 @contextlib.asynccontextmanager
-async def over_http(workspace: str) -> AsyncIterator[Contender]:
+async def over_http(workspace: str, server: list[str] = SERVER) -> AsyncIterator[Contender]:
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     env = dict(os.environ, DSH_MCP_TOKENS=json.dumps({TOKEN: "bench"}))
     process = await asyncio.create_subprocess_exec(
-        *SERVER,
+        *server,
         "--workspace",
         workspace,
         "--http",

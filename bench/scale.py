@@ -250,7 +250,8 @@ async def _scenario(
     print(f"{len(ids)} x {sends} sends ...", flush=True)
     cpu = time.process_time()
     wall = time.perf_counter()
-    await asyncio.gather(*(drive(sid) for sid in ids))
+    with _SendPhase() as phase:
+        await asyncio.gather(*(drive(sid) for sid in ids))
     send_wall = time.perf_counter() - wall
     send_cpu = time.process_time() - cpu
     send_stats = summarize(samples)
@@ -309,6 +310,7 @@ async def _scenario(
         "send": send_stats,
         "send_wall_s": send_wall,
         "send_cpu_ms_per_send": send_cpu * 1000 / max(1, len(samples)),
+        "send_phase": phase.summary(send_wall),
         "wait_reasons": reasons,
         "wrong": len(wrong),
         "wrong_examples": [w for w in wrong if w][:20],
@@ -320,6 +322,59 @@ async def _scenario(
         "left_after_close": after_close,
         "clean": not any(at_dispose.values()) and not any(after_close.values()),
     }
+
+
+class _SendPhase:
+    """Where the harness's time goes while the sends run: on a CPU, waiting for one, in GC.
+
+    The loop's thread's scheduler statistics (``/proc/thread-self/schedstat``: time on a
+    CPU, time runnable in a run queue) and every garbage-collection pass, timed by
+    generation through ``gc.callbacks``. With every session sending, the p50 of a send is
+    about the number of sessions times the harness's wall time per send (each session
+    has one send in flight), so these say what sets it.
+    """
+
+    def __init__(self) -> None:
+        self._passes: dict[int, list[float]] = {0: [], 1: [], 2: []}
+        self._began = 0.0
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._began = time.perf_counter()
+        else:
+            self._passes[info["generation"]].append(time.perf_counter() - self._began)
+
+    @staticmethod
+    def _schedstat() -> tuple[int, int]:
+        with open("/proc/thread-self/schedstat") as stat:
+            on_cpu, waiting, _slices = stat.read().split()
+        return int(on_cpu), int(waiting)
+
+    def __enter__(self) -> _SendPhase:
+        self._start = self._schedstat()
+        gc.callbacks.append(self._on_gc)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        gc.callbacks.remove(self._on_gc)
+        self._end = self._schedstat()
+
+    def summary(self, wall_s: float) -> dict[str, Any]:
+        on_cpu = (self._end[0] - self._start[0]) / 1e9
+        waiting = (self._end[1] - self._start[1]) / 1e9
+        return {
+            "wall_s": wall_s,
+            "loop_on_cpu_s": on_cpu,
+            "loop_runnable_waiting_s": waiting,
+            "gc": {
+                str(generation): {
+                    "passes": len(passes),
+                    "total_ms": sum(passes) * 1000,
+                    "max_ms": max(passes, default=0.0) * 1000,
+                }
+                for generation, passes in self._passes.items()
+            },
+        }
 
 
 def targets(result: dict[str, Any]) -> list[tuple[str, str, str, bool]]:
@@ -360,6 +415,21 @@ def markdown(result: dict[str, Any]) -> str:
         f"{result['fds_per_session_after_sends']:.2f} | "
         f"{result['dispose_s']:.2f} | {result['dispose_ms_per_session']:.1f} |",
         "",
+    ]
+    phase = result.get("send_phase")
+    if phase is not None:
+        gc_passes = ", ".join(
+            f"generation {generation} {row['passes']} passes {row['total_ms']:.0f} ms "
+            f"(longest {row['max_ms']:.1f})"
+            for generation, row in phase["gc"].items()
+        )
+        lines += [
+            f"While the sends ran ({phase['wall_s']:.2f} s): the loop's thread on a CPU "
+            f"{phase['loop_on_cpu_s']:.2f} s, runnable and waiting for one "
+            f"{phase['loop_runnable_waiting_s']:.2f} s; garbage collection: {gc_passes}.",
+            "",
+        ]
+    lines += [
         "| target | measured | limit | result |",
         "|---|---:|---|---|",
     ]

@@ -29,7 +29,13 @@ import anyio
 import mcp_types as types
 from mcp.shared.message import SessionMessage
 
-from dsh_terminal_core.mcp.stdio import FrameReader, FrameWriter, _DaemonCalls, _Nonblocking
+from dsh_terminal_core.mcp.stdio import (
+    READ_AHEAD,
+    FrameReader,
+    FrameWriter,
+    _DaemonCalls,
+    _Nonblocking,
+)
 
 BOUND_S = 15
 
@@ -97,19 +103,70 @@ async def test_malformed_lines_and_invalid_utf8_are_parse_errors_between_good_fr
     assert all(isinstance(item, ValueError) for item in got if not isinstance(item, SessionMessage))
 
 
-async def test_a_reader_cancelled_while_waiting_leaves_the_descriptor_unwatched() -> None:
+async def test_a_reader_cancelled_while_waiting_loses_no_frame() -> None:
     with pipe() as (read_fd, write_fd):
         mode = _Nonblocking(read_fd)
         reader = FrameReader(read_fd)
         with anyio.move_on_after(0):  # cancelled at its first wait for the silent peer
             await reader.receive()
+        os.write(write_fd, request(7) + request(8))
+        with anyio.fail_after(BOUND_S):
+            got = [await reader.receive(), await reader.receive()]
+        await reader.aclose()
+        mode.restore()
+    assert ids(got) == [7, 8]
+
+
+async def test_a_closed_reader_leaves_the_descriptor_unwatched_and_wakes_its_waiter() -> None:
+    with pipe() as (read_fd, _write_fd):
+        mode = _Nonblocking(read_fd)
+        reader = FrameReader(read_fd)
+        outcome: list[BaseException] = []
+
+        async def wait() -> None:
+            try:
+                await reader.receive()
+            except anyio.ClosedResourceError as exc:
+                outcome.append(exc)
+
+        with anyio.fail_after(BOUND_S):
+            async with anyio.create_task_group() as group:
+                group.start_soon(wait)
+                # Held until the waiter is parked with the descriptor watched.
+                while reader._waiter is None:
+                    await anyio.lowlevel.checkpoint()
+                await reader.aclose()
         # The loop no longer watches the fd (removing it again finds nothing).
         assert not asyncio.get_running_loop().remove_reader(read_fd)
-        os.write(write_fd, request(7))
-        with anyio.fail_after(BOUND_S):
-            item = await reader.receive()
         mode.restore()
-    assert ids([item]) == [7]
+    assert len(outcome) == 1
+
+
+async def test_frames_are_read_ahead_of_the_sdk_only_up_to_the_bound() -> None:
+    with pipe() as (read_fd, write_fd):
+        mode = _Nonblocking(read_fd)
+        reader = FrameReader(read_fd)
+        count = READ_AHEAD * 3
+        # One frame per write, each its own readable event, with the loop turning between.
+        frames = [request(n) for n in range(1, count + 1)]
+        with anyio.fail_after(BOUND_S):
+            os.write(write_fd, frames[0])
+            got = [await reader.receive()]
+            for frame in frames[1:]:
+                os.write(write_fd, frame)
+                await anyio.lowlevel.checkpoint()
+            # The SDK took one frame; the reader stopped at its bound and left the rest
+            # in the pipe (the loop no longer watches it), however long the loop runs.
+            for _ in range(20):
+                await anyio.lowlevel.checkpoint()
+            assert len(reader._ready) == READ_AHEAD
+            assert not asyncio.get_running_loop().remove_reader(read_fd)
+            unread = bytearray(fcntl.ioctl(read_fd, termios.FIONREAD, b"\0\0\0\0"))
+            assert struct.unpack("i", unread)[0] == sum(map(len, frames[READ_AHEAD + 1 :]))
+            os.close(write_fd)
+            got += await drain(reader)
+        mode.restore()
+    assert ids(got) == list(range(1, count + 1))
 
 
 async def test_a_regular_file_is_read_on_a_daemon_thread(tmp_path: Path) -> None:

@@ -119,3 +119,31 @@ def test_read_path_figure_reads_every_byte_with_both_readers() -> None:
     assert [row.split(" | ")[0] for row in rows] == ["| plain reader", "| PtyChannel"]
     for row in rows:
         assert float(row.split(" | ")[1]) > 0, row
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sampler uses ITIMER_PROF")
+def test_mcp_profile_splits_both_servers_cpu_by_layer_and_leaves_nothing() -> None:
+    pytest.importorskip("mcp")
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "mcp_profile.py"), "--sends", "600"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for transport in ("stdio", "http"):
+        section = result.stdout.split(f"\n{transport}: server CPU ", 1)[1].split("\n\n", 1)[0]
+        rows = {
+            line.split(" | ")[0].lstrip("| "): float(line.split(" | ")[1].rstrip(" %"))
+            for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith("| layer")
+        }
+        # Every send runs the tools and the SDK's dispatch, so both always take samples;
+        # the shares are of one whole.
+        assert rows.get("the tools (the in-process call)", 0) > 0, section
+        assert rows.get("MCP SDK", 0) + rows.get("anyio (for the SDK)", 0) > 0, section
+        assert abs(sum(rows.values()) - 100) < 1, section
+        assert "without our MCP modules:" in section
+    assert _processes_of("bench") == [] and _processes_of("mcp-client") == []

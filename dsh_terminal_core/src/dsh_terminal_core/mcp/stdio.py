@@ -28,9 +28,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from mcp.shared.message import SessionMessage
 
-__all__ = ["FrameReader", "FrameWriter", "StdioWire"]
+__all__ = ["READ_AHEAD", "FrameReader", "FrameWriter", "StdioWire"]
 
 _READ_CHUNK = 64 * 1024
+#: Frames parsed ahead of the SDK at most; the rest stays in the pipe until it catches up.
+READ_AHEAD = 64
 # How long shutdown waits for queued replies to reach a client that stopped reading.
 _FLUSH_WAIT_S = 1.0
 
@@ -92,11 +94,6 @@ def _settle(future: asyncio.Future[Any], outcome: tuple[bool, Any]) -> None:
         future.set_exception(payload)
 
 
-def _wake(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
 def _pollable(fd: int) -> bool:
     """A pipe or a socket: epoll can watch it and ``O_NONBLOCK`` is its usual mode."""
     try:
@@ -137,6 +134,14 @@ class FrameReader:
     cut off by end of file is dropped. One task reads at a time (the SDK's).
     ``threaded`` names the daemon thread that reads a descriptor epoll cannot watch;
     ``None`` reads a non-blocking descriptor on the loop.
+
+    On the loop the descriptor stays watched from the first ``receive`` until the
+    reader is closed, and each readable event is read and framed in the loop's own
+    callback: a request then costs one read, where watching per frame cost a read that
+    found nothing, then registering and unregistering the descriptor (two ``epoll_ctl``
+    calls). Frames are read ahead of the SDK only up to :data:`READ_AHEAD`; past that
+    the descriptor is left unwatched, and the rest waits in the pipe, until the SDK has
+    taken every frame read.
     """
 
     def __init__(self, fd: int, calls: _DaemonCalls | None = None) -> None:
@@ -146,6 +151,8 @@ class FrameReader:
         self._pending = b""
         self._eof = False
         self._closed = False
+        self._watching: asyncio.AbstractEventLoop | None = None
+        self._waiter: asyncio.Future[None] | None = None
 
     async def receive(self) -> SessionMessage | Exception:
         import anyio
@@ -155,32 +162,56 @@ class FrameReader:
                 raise anyio.ClosedResourceError
             if self._eof:
                 raise anyio.EndOfStream
-            try:
-                chunk = await self._read()
-            except OSError as exc:
-                log.warning("reading stdin failed (%s); treating it as a disconnect", exc)
-                chunk = b""
-            if not chunk:
-                self._eof = True
+            if self._calls is None:
+                await self._readable()
                 continue
-            self._frame(chunk)
+            try:
+                chunk = await self._calls.run(functools.partial(os.read, self._fd, _READ_CHUNK))
+            except OSError as exc:
+                chunk = self._failed(exc)
+            self._take(chunk)
         return self._ready.popleft()
 
-    async def _read(self) -> bytes:
-        if self._calls is not None:
-            return await self._calls.run(functools.partial(os.read, self._fd, _READ_CHUNK))
-        while True:
-            try:
-                return os.read(self._fd, _READ_CHUNK)
-            except BlockingIOError:
-                pass
-            loop = asyncio.get_running_loop()
-            readable = loop.create_future()
-            loop.add_reader(self._fd, _wake, readable)
-            try:
-                await readable
-            finally:
-                loop.remove_reader(self._fd)
+    async def _readable(self) -> None:
+        """Wait until the loop's callback has framed something or met end of file."""
+        loop = asyncio.get_running_loop()
+        if self._watching is None:
+            loop.add_reader(self._fd, self._on_readable)
+            self._watching = loop
+        waiter = self._waiter = loop.create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+    def _on_readable(self) -> None:
+        try:
+            chunk = os.read(self._fd, _READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError as exc:
+            chunk = self._failed(exc)
+        self._take(chunk)
+        if self._eof or len(self._ready) >= READ_AHEAD:
+            self._unwatch()
+        if self._waiter is not None and not self._waiter.done() and (self._ready or self._eof):
+            self._waiter.set_result(None)
+
+    def _failed(self, exc: OSError) -> bytes:
+        log.warning("reading stdin failed (%s); treating it as a disconnect", exc)
+        return b""
+
+    def _take(self, chunk: bytes) -> None:
+        if chunk:
+            self._frame(chunk)
+        else:
+            self._eof = True
+
+    def _unwatch(self) -> None:
+        if self._watching is not None:
+            with contextlib.suppress(RuntimeError):  # the loop may be closed already
+                self._watching.remove_reader(self._fd)
+            self._watching = None
 
     def _frame(self, chunk: bytes) -> None:
         import mcp_types as types
@@ -199,6 +230,9 @@ class FrameReader:
 
     async def aclose(self) -> None:
         self._closed = True
+        self._unwatch()
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     def __aiter__(self) -> FrameReader:
         return self
