@@ -437,6 +437,8 @@ SAFE_STABLE = {
     "INVALID_ARGUMENT",
     "FOREIGN_SESSION",
     "SESSION_EXITED",
+    # A batch may open two terminals with the same name: the second is refused by name.
+    "DUPLICATE_NAME",
 }
 
 
