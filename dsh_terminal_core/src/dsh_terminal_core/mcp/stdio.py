@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["READ_AHEAD", "FrameReader", "FrameWriter", "StdioWire"]
 
 _READ_CHUNK = 64 * 1024
-#: Frames parsed ahead of the SDK at most; the rest stays in the pipe until it catches up.
+#: Frames waiting for the SDK at which stdin is no longer read until it catches up.
 READ_AHEAD = 64
 # How long shutdown waits for queued replies to reach a client that stopped reading.
 _FLUSH_WAIT_S = 1.0
@@ -139,9 +139,9 @@ class FrameReader:
     reader is closed, and each readable event is read and framed in the loop's own
     callback: a request then costs one read, where watching per frame cost a read that
     found nothing, then registering and unregistering the descriptor (two ``epoll_ctl``
-    calls). Frames are read ahead of the SDK only up to :data:`READ_AHEAD`; past that
-    the descriptor is left unwatched, and the rest waits in the pipe, until the SDK has
-    taken every frame read.
+    calls). Once :data:`READ_AHEAD` frames wait for the SDK (one read of at most 64 KiB
+    may bring more), the descriptor is left unwatched and the rest waits in the pipe
+    until the SDK has taken every frame read.
     """
 
     def __init__(self, fd: int, calls: _DaemonCalls | None = None) -> None:
