@@ -242,10 +242,13 @@ async def _scenario(
     await asyncio.gather(*(send_one(sid, f"w-{nonce}-{sid}", warm_samples, False) for sid in ids))
 
     samples: list[float] = []
+    # Every session's i-th send, apart: a send's latency is set by the round it is in.
+    rounds: list[list[float]] = [[] for _ in range(sends)]
 
     async def drive(sid: str) -> None:
         for i in range(sends):
-            await send_one(sid, f"t-{nonce}-{sid}-{i}", samples, True)
+            await send_one(sid, f"t-{nonce}-{sid}-{i}", rounds[i], True)
+            samples.append(rounds[i][-1])
 
     print(f"{len(ids)} x {sends} sends ...", flush=True)
     cpu = time.process_time()
@@ -311,6 +314,7 @@ async def _scenario(
         "send_wall_s": send_wall,
         "send_cpu_ms_per_send": send_cpu * 1000 / max(1, len(samples)),
         "send_phase": phase.summary(send_wall),
+        "send_rounds": [summarize(latencies) for latencies in rounds],
         "wait_reasons": reasons,
         "wrong": len(wrong),
         "wrong_examples": [w for w in wrong if w][:20],
@@ -423,8 +427,14 @@ def markdown(result: dict[str, Any]) -> str:
             f"(longest {row['max_ms']:.1f})"
             for generation, row in phase["gc"].items()
         )
+        by_round = [row["p50_ms"] for row in result.get("send_rounds", [])]
+        spread = (
+            f"; the rounds' p50 from {min(by_round):.0f} to {max(by_round):.0f} ms"
+            if by_round
+            else ""
+        )
         lines += [
-            f"While the sends ran ({phase['wall_s']:.2f} s): the loop's thread on a CPU "
+            f"While the sends ran ({phase['wall_s']:.2f} s{spread}): the loop's thread on a CPU "
             f"{phase['loop_on_cpu_s']:.2f} s, runnable and waiting for one "
             f"{phase['loop_runnable_waiting_s']:.2f} s; garbage collection: {gc_passes}.",
             "",
