@@ -169,6 +169,34 @@ async def test_frames_are_read_ahead_of_the_sdk_only_up_to_the_bound() -> None:
     assert ids(got) == list(range(1, count + 1))
 
 
+async def test_a_failure_while_framing_reaches_the_reader_instead_of_the_loop() -> None:
+    # The loop's callback frames what it reads; a failure there (none is known: a parse
+    # error is a ValueError item) must reach the SDK's receive, not die in the loop's
+    # exception handler and leave the receive waiting forever.
+    with pipe() as (read_fd, write_fd):
+        mode = _Nonblocking(read_fd)
+        reader = FrameReader(read_fd)
+        frame = reader._frame
+
+        def failing(chunk: bytes) -> None:
+            if b'"id": 2' in chunk:
+                raise RuntimeError("framing failed")
+            frame(chunk)
+
+        reader._frame = failing  # type: ignore[method-assign]
+        with anyio.fail_after(BOUND_S):
+            os.write(write_fd, request(1))
+            first = await reader.receive()
+            os.write(write_fd, request(2))
+            with pytest.raises(RuntimeError, match="framing failed"):
+                await reader.receive()
+            with pytest.raises(anyio.EndOfStream):
+                await reader.receive()
+        assert not asyncio.get_running_loop().remove_reader(read_fd)
+        mode.restore()
+    assert ids([first]) == [1]
+
+
 async def test_a_regular_file_is_read_on_a_daemon_thread(tmp_path: Path) -> None:
     frames = tmp_path / "frames"
     frames.write_bytes(request(1) + request(2))

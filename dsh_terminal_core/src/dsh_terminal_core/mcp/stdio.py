@@ -153,6 +153,7 @@ class FrameReader:
         self._closed = False
         self._watching: asyncio.AbstractEventLoop | None = None
         self._waiter: asyncio.Future[None] | None = None
+        self._failure: Exception | None = None
 
     async def receive(self) -> SessionMessage | Exception:
         import anyio
@@ -160,6 +161,9 @@ class FrameReader:
         while not self._ready:
             if self._closed:
                 raise anyio.ClosedResourceError
+            if self._failure is not None:
+                failure, self._failure = self._failure, None
+                raise failure
             if self._eof:
                 raise anyio.EndOfStream
             if self._calls is None:
@@ -191,7 +195,11 @@ class FrameReader:
             return
         except OSError as exc:
             chunk = self._failed(exc)
-        self._take(chunk)
+        try:
+            self._take(chunk)
+        except Exception as exc:  # raised by the next receive, as a read of its own would
+            self._failure = exc
+            self._eof = True
         if self._eof or len(self._ready) >= READ_AHEAD:
             self._unwatch()
         if self._waiter is not None and not self._waiter.done() and (self._ready or self._eof):
