@@ -91,6 +91,37 @@ async def test_frames_split_across_reads_arrive_whole_and_in_order() -> None:
     assert ids(got) == [1, 2, 3]
 
 
+async def test_a_frame_longer_than_many_reads_arrives_whole_between_short_ones() -> None:
+    text = "x" * (1 << 20)  # a large terminal_send: 16 reads of the wire's chunk and more
+    big = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"t": text}})
+    data = request(1) + big.encode() + b"\n" + request(3)
+    with pipe() as (read_fd, write_fd):
+        mode, writing = _Nonblocking(read_fd), _Nonblocking(write_fd)
+        reader = FrameReader(read_fd)
+        with anyio.fail_after(BOUND_S):
+            async with anyio.create_task_group() as group:
+                got: list[SessionMessage | Exception] = []
+
+                async def collect() -> None:
+                    got.extend(await drain(reader))
+
+                group.start_soon(collect)
+                view = memoryview(data)
+                while view:  # the pipe takes what it can; the reader frees room as it reads
+                    try:
+                        view = view[os.write(write_fd, view[: 48 * 1024]) :]
+                    except BlockingIOError:
+                        pass
+                    await anyio.lowlevel.checkpoint()
+                writing.restore()
+                os.close(write_fd)
+        mode.restore()
+    assert ids(got) == [1, 2, 3]
+    message = got[1]
+    assert isinstance(message, SessionMessage)
+    assert message.message.params == {"t": text}  # type: ignore[union-attr]
+
+
 async def test_malformed_lines_and_invalid_utf8_are_parse_errors_between_good_frames() -> None:
     with pipe() as (read_fd, write_fd):
         os.write(write_fd, request(1) + b"{not json\n" + b'{"jsonrpc":"2.0","id":"\xff\xfe"}\n')

@@ -148,7 +148,7 @@ class FrameReader:
         self._fd = fd
         self._calls = calls
         self._ready: collections.deque[SessionMessage | Exception] = collections.deque()
-        self._pending = b""
+        self._pending = bytearray()
         self._eof = False
         self._closed = False
         self._watching: asyncio.AbstractEventLoop | None = None
@@ -225,7 +225,12 @@ class FrameReader:
         import mcp_types as types
         from mcp.shared.message import SessionMessage
 
-        *lines, self._pending = (self._pending + chunk).split(b"\n")
+        end = chunk.rfind(b"\n")
+        if end < 0:  # inside a long line: kept, and the kept part is never copied again
+            self._pending += chunk
+            return
+        lines = (self._pending + chunk[:end]).split(b"\n")
+        self._pending = bytearray(chunk[end + 1 :])
         for line in lines:
             if not line.strip():
                 continue
