@@ -241,14 +241,12 @@ async def _scenario(
     warm_samples: list[float] = []
     await asyncio.gather(*(send_one(sid, f"w-{nonce}-{sid}", warm_samples, False) for sid in ids))
 
-    samples: list[float] = []
     # Every session's i-th send, apart: a send's latency is set by the round it is in.
     rounds: list[list[float]] = [[] for _ in range(sends)]
 
     async def drive(sid: str) -> None:
         for i in range(sends):
             await send_one(sid, f"t-{nonce}-{sid}-{i}", rounds[i], True)
-            samples.append(rounds[i][-1])
 
     print(f"{len(ids)} x {sends} sends ...", flush=True)
     cpu = time.process_time()
@@ -257,6 +255,7 @@ async def _scenario(
         await asyncio.gather(*(drive(sid) for sid in ids))
     send_wall = time.perf_counter() - wall
     send_cpu = time.process_time() - cpu
+    samples = [latency for latencies in rounds for latency in latencies]
     send_stats = summarize(samples)
     gc.collect()
     fds_after_sends = _fd_count()
