@@ -31,7 +31,6 @@ import os
 import signal
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -101,9 +100,7 @@ async def _profile(name: str, sends: int, floor_ms: float) -> None:
         finally:
             del os.environ["DSH_SAMPLE_PAUSED"]
         # The server writes its samples as it exits, once our end of the connection closed.
-        deadline = time.monotonic() + 30
-        while not out.exists() and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        await asyncio.to_thread(contender.server.wait, 30)
         counts = layers(out)
     _print(name, contender, sends, counts, floor_ms)
 
