@@ -249,12 +249,12 @@ async def _scenario(
             await send_one(sid, f"t-{nonce}-{sid}-{i}", rounds[i], True)
 
     print(f"{len(ids)} x {sends} sends ...", flush=True)
-    cpu = time.process_time()
-    wall = time.perf_counter()
-    with _SendPhase() as phase:
+    with _SendPhase(shells_of(owner)) as phase:
+        cpu = time.process_time()
+        wall = time.perf_counter()
         await asyncio.gather(*(drive(sid) for sid in ids))
-    send_wall = time.perf_counter() - wall
-    send_cpu = time.process_time() - cpu
+        send_wall = time.perf_counter() - wall
+        send_cpu = time.process_time() - cpu
     samples = [latency for latencies in rounds for latency in latencies]
     send_stats = summarize(samples)
     gc.collect()
@@ -334,12 +334,16 @@ class _SendPhase:
     CPU, time runnable in a run queue) and every garbage-collection pass, timed by
     generation through ``gc.callbacks``. With every session sending, the p50 of a send is
     about the number of sessions times the harness's wall time per send (each session
-    has one send in flight), so these say what sets it.
+    has one send in flight), so these say what sets it. Beside them, what the sessions'
+    processes took (their ``schedstat``) and how long the CPUs sat idle (``/proc/stat``):
+    a loop waiting for a CPU while CPUs sit idle is the scheduler's placement, not a lack
+    of CPU.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, shells: list[int]) -> None:
         self._passes: dict[int, list[float]] = {0: [], 1: [], 2: []}
         self._began = 0.0
+        self._shells = shells
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -348,12 +352,29 @@ class _SendPhase:
             self._passes[info["generation"]].append(time.perf_counter() - self._began)
 
     @staticmethod
-    def _schedstat() -> tuple[int, int]:
-        with open("/proc/thread-self/schedstat") as stat:
+    def _schedstat(path: str = "/proc/thread-self/schedstat") -> tuple[int, int]:
+        with open(path) as stat:
             on_cpu, waiting, _slices = stat.read().split()
         return int(on_cpu), int(waiting)
 
+    def _shells_schedstat(self) -> dict[int, tuple[int, int]]:
+        """Each session process's time on a CPU and runnable-waiting, in ns, by pid."""
+        seen = {}
+        for pid in self._shells:
+            with contextlib.suppress(OSError, ValueError):
+                seen[pid] = self._schedstat(f"/proc/{pid}/schedstat")
+        return seen
+
+    @staticmethod
+    def _idle_ticks() -> int:
+        """Clock ticks all CPUs spent idle since boot (``/proc/stat``: idle + iowait)."""
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+        return int(fields[4]) + int(fields[5])
+
     def __enter__(self) -> _SendPhase:
+        self._shells_start = self._shells_schedstat()
+        self._idle_start = self._idle_ticks()
         self._start = self._schedstat()
         gc.callbacks.append(self._on_gc)
         return self
@@ -361,14 +382,25 @@ class _SendPhase:
     def __exit__(self, *_exc: object) -> None:
         gc.callbacks.remove(self._on_gc)
         self._end = self._schedstat()
+        self._idle_end = self._idle_ticks()
+        self._shells_end = self._shells_schedstat()
 
     def summary(self, wall_s: float) -> dict[str, Any]:
         on_cpu = (self._end[0] - self._start[0]) / 1e9
         waiting = (self._end[1] - self._start[1]) / 1e9
+        shells = [
+            (end[0] - self._shells_start[pid][0], end[1] - self._shells_start[pid][1])
+            for pid, end in self._shells_end.items()
+            if pid in self._shells_start
+        ]
         return {
             "wall_s": wall_s,
             "loop_on_cpu_s": on_cpu,
             "loop_runnable_waiting_s": waiting,
+            "shells_on_cpu_s": sum(run for run, _ in shells) / 1e9,
+            "shells_runnable_waiting_s": sum(wait for _, wait in shells) / 1e9,
+            "shell_processes": len(shells),
+            "cpus_idle_s": (self._idle_end - self._idle_start) / os.sysconf("SC_CLK_TCK"),
             "gc": {
                 str(generation): {
                     "passes": len(passes),
@@ -435,7 +467,10 @@ def markdown(result: dict[str, Any]) -> str:
         lines += [
             f"While the sends ran ({phase['wall_s']:.2f} s{spread}): the loop's thread on a CPU "
             f"{phase['loop_on_cpu_s']:.2f} s, runnable and waiting for one "
-            f"{phase['loop_runnable_waiting_s']:.2f} s; garbage collection: {gc_passes}.",
+            f"{phase['loop_runnable_waiting_s']:.2f} s; garbage collection: {gc_passes}. "
+            f"The sessions' {phase.get('shell_processes', 0)} processes on a CPU "
+            f"{phase.get('shells_on_cpu_s', 0.0):.2f} s; the {os.cpu_count()} CPUs idle "
+            f"{phase.get('cpus_idle_s', 0.0):.2f} s in all.",
             "",
         ]
     lines += [

@@ -159,3 +159,14 @@ def test_small_bounds_keep_only_the_tail() -> None:
     vb = ViewportBuffer(HEAD_TAIL_MIN_BYTES - 1)
     vb.append("first\n" + "x\n" * 5000 + "last\n")
     assert vb.text().endswith("last\n") and "first" not in vb.text() and "[…" not in vb.text()
+
+
+def test_output_that_fills_the_head_exactly_and_then_goes_on_is_kept_whole() -> None:
+    bound = 4096
+    head_room = (bound - MARKER_ROOM) // 2
+    vb = ViewportBuffer(bound)
+    vb.append("h" * head_room)  # the head is full, nothing has reached the tail yet
+    assert (vb.text(), vb.truncated) == ("h" * head_room, False)
+    vb.append("t\n")
+    assert (vb.text(), vb.truncated) == ("h" * head_room + "t\n", False)
+    assert vb.read_new() == ("h" * head_room + "t\n", False)

@@ -59,6 +59,11 @@ class BashSendOperation:
             self._cancel_task = asyncio.get_running_loop().create_task(self._canceller(self))
         return self._cancel_task
 
+    def cancel_unsettled(self, _reason: BaseException) -> None:
+        """The caller's token was cancelled: :meth:`cancel`, unless the send has ended."""
+        if not self.done.done():
+            self.cancel()
+
     @property
     def cancel_task(self) -> asyncio.Task[None] | None:
         return self._cancel_task

@@ -379,14 +379,14 @@ class BashSession(SessionProbe, CancelEnforcement):
             config=self._config,
             probe=self,
             prompt=PROMPT,
-            on_settle=lambda s: self._settle(op, s, request),
+            on_settle=_SettleSend(self, op, request),
             before=before,
             fenced=not waiting,
             timeout_ms=timeout,
         )
         self._readiness = readiness
         if request.cancel is not None and op.forget_cancel is None:
-            op.forget_cancel = request.cancel.on_cancel(lambda _reason: _cancel_unsettled(op))
+            op.forget_cancel = request.cancel.on_cancel(op.cancel_unsettled)
         try:
             if waiting:
                 showing = bool(self._markers) and self._sanitizer.prompt_tail == PROMPT
@@ -408,7 +408,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         """
         op = self._new_op(request)
         if request.cancel is not None:
-            op.forget_cancel = request.cancel.on_cancel(lambda _reason: _cancel_unsettled(op))
+            op.forget_cancel = request.cancel.on_cancel(op.cancel_unsettled)
         # Held as the write task, so a cancel of this send stops the wait first.
         op.write_task = asyncio.get_running_loop().create_task(
             self._begin_behind(previous, op, request)
@@ -746,9 +746,20 @@ def _abort(future: asyncio.Future[Settlement]) -> None:
         future.cancel()
 
 
-def _cancel_unsettled(op: BashSendOperation) -> None:
-    if not op.done.done():
-        op.cancel()
+class _SettleSend:
+    """A send's ``on_settle``: one object where a closure over the session, the send and
+    its request was five, traversed by every garbage collection while the send is in
+    flight."""
+
+    __slots__ = ("_op", "_request", "_session")
+
+    def __init__(self, session: BashSession, op: BashSendOperation, request: SendRequest) -> None:
+        self._session = session
+        self._op = op
+        self._request = request
+
+    def __call__(self, settlement: Settlement) -> None:
+        self._session._settle(self._op, settlement, self._request)
 
 
 def _without_prompt(text: str, settlement: Settlement) -> str:

@@ -44,7 +44,10 @@ class ViewportBuffer:
         self.first_line = first_line
         split = max_bytes >= HEAD_TAIL_MIN_BYTES
         self._head_room = (max_bytes - MARKER_ROOM) // 2 if split else 0
-        self._tail = TailBuffer(max_bytes - MARKER_ROOM - self._head_room if split else max_bytes)
+        self._tail_room = max_bytes - MARKER_ROOM - self._head_room if split else max_bytes
+        # Made when the head is full: most sends' output fits in the head, and the tail's
+        # buffer is three more objects each garbage collection would traverse.
+        self._tail: TailBuffer | None = None
         self._head: list[str] = []
         self._head_bytes = 0
         self._head_full = not split
@@ -58,7 +61,7 @@ class ViewportBuffer:
     @property
     def truncated(self) -> bool:
         """True once the viewport lost part of the output (its middle, or its start)."""
-        return self._tail.truncated
+        return self._tail is not None and self._tail.truncated
 
     def append(self, text: str, newlines: int | None = None) -> None:
         """Add output that arrived during the send. O(len(text)).
@@ -84,6 +87,10 @@ class ViewportBuffer:
             self._head_bytes += utf8_len(part)
             self._head_full = True
             text = text[len(part) :]
+            if not text:
+                return
+        if self._tail is None:
+            self._tail = TailBuffer(self._tail_room)
         self._tail.append(text)
 
     def text(self) -> str:
@@ -92,10 +99,10 @@ class ViewportBuffer:
         Backspaces are applied as a terminal shows them (:mod:`dsh_terminal_core.overstrike`).
         """
         head = "".join(self._head)
-        tail = self._tail.text()
-        if not self._tail.truncated:
-            text = head + tail
+        if self._tail is None or not self._tail.truncated:
+            text = head if self._tail is None else head + self._tail.text()
             return render(text) if BS in text else text
+        tail = self._tail.text()
         head, tail = render(head), render(tail)
         if self._head_room == 0:
             return tail
