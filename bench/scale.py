@@ -56,7 +56,7 @@ from dsh_terminal_core.kernel.harness import Harness  # noqa: E402
 from dsh_terminal_core.provider.census import still_running  # noqa: E402
 from dsh_terminal_core.provider.forkclient import fork_server  # noqa: E402
 
-__all__ = ["DEFAULT_SESSIONS", "OPEN_CONCURRENCY", "SENDS", "markdown", "run"]
+__all__ = ["DEFAULT_SESSIONS", "OPEN_CONCURRENCY", "SENDS", "markdown", "run", "save_report"]
 
 DEFAULT_SESSIONS = 1000
 OPEN_CONCURRENCY = 64
@@ -482,6 +482,18 @@ def markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def save_report(path: Path, started: str, load: list[float], name: str, result: object) -> None:
+    """Write ``result`` under ``name`` with when, on what and under which load it ran."""
+    report = {
+        "started": started,
+        "machine": machine(),
+        "load": {"start": load, "end": list(load_average())},
+        name: result,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS)
@@ -502,15 +514,8 @@ def main(argv: list[str] | None = None) -> int:
             profile_dispose=args.profile_dispose,
         )
     )
-    report = {
-        "started": started,
-        "machine": machine(),
-        "load": {"start": load, "end": list(load_average())},
-        "scale": result,
-    }
     path = Path(args.json) if args.json else BENCH / "results" / "scale.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    save_report(path, started, load, "scale", result)
     print()
     print(markdown(result))
     print(f"\nresults: {path}")

@@ -147,3 +147,31 @@ def test_mcp_profile_splits_both_servers_cpu_by_layer_and_leaves_nothing() -> No
         assert abs(sum(rows.values()) - 100) < 1, section
         assert "without our MCP modules:" in section
     assert _processes_of("bench") == [] and _processes_of("mcp-client") == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark reads /proc")
+def test_scale_floors_drive_every_contender_and_leave_nothing(tmp_path: Path) -> None:
+    from dsh_terminal_bash.census import shells_of
+
+    owner = f"floors-smoke-{os.getpid()}"
+    out = tmp_path / "floors.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "bench" / "scale_floors.py"),
+            *("--sessions", "6", "--sends", "2", "--owner", owner, "--json", str(out)),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    floors = json.loads(out.read_text())["floors"]
+    assert [row["contender"] for row in floors] == ["raw", "proofs", "tools"]
+    for row in floors:
+        assert row["opened"] == 6 and row["send"]["n"] == 12, row
+        assert row["send_phase"]["shell_processes"] >= 6, row["send_phase"]
+    assert floors[-1]["wrong"] == 0 and floors[-1]["clean"], floors[-1]
+    assert shells_of(owner) == []
