@@ -159,6 +159,16 @@ def evaluate_targets(results: dict[str, Any], scrollback_cap: int) -> list[dict[
         measured <= 2 and not wrong,
         note,
     )
+    ratio = cpu.get("tool_p50_x_pexpect", {}).get("all_sends")
+    measured = float(ratio) if isinstance(ratio, (int, float)) else math.nan
+    add(
+        "echo p50 vs pexpect (interleaved)",
+        "tool",
+        measured,
+        "<= 0.6x",
+        measured <= 0.6 and not wrong,
+        note,
+    )
     # -- end of cpu group
     return targets
 
@@ -332,22 +342,28 @@ def markdown(report: dict[str, Any]) -> str:
     cpu = results.get("cpu", {}).get("tool")
     if cpu:
         x = cpu["tool_x_proofs"]
+        lat = cpu.get("tool_p50_x_pexpect", {})
         lines += [
             "",
             f"CPU per `echo hi`, proofs and tool in one worker: {cpu['blocks']} interleaved "
-            f"blocks of {cpu['block_sends']} sends each (first contender alternating). "
+            f"blocks of {cpu['block_sends']} sends each (first contender rotating). "
             f"tool / proofs: {_fmt(x['block_medians'])} of the block medians, "
             f"{_fmt(x['totals'])} of the totals, {_fmt(x['per_block_median'])} median of "
             f"the per-block ratios ({_fmt(x['per_block_min'])}-{_fmt(x['per_block_max'])}); "
             f"tool - proofs {_fmt(cpu['tool_minus_proofs_us'], 0)} us/send (median of the "
-            f"per-block differences); idle CPU {_fmt(cpu['idle_cpu_ms_per_s'], 1)} ms/s.",
+            f"per-block differences); idle CPU {_fmt(cpu['idle_cpu_ms_per_s'], 1)} ms/s. "
+            f"tool p50 / pexpect p50: {_fmt(lat.get('all_sends', math.nan))} over all "
+            f"sends, {_fmt(lat.get('per_block_median', math.nan))} median of the per-block "
+            "ratios.",
             "",
             "| contender | sends | CPU us/send (total) | CPU us/send (block median) "
             "| p50 ms | wrong | wait reasons |",
             "|---|---:|---:|---:|---:|---:|---|",
         ]
-        for contender in ("proofs", "tool"):
-            entry = cpu[contender]
+        for contender in ("proofs", "tool", "pexpect"):
+            entry = cpu.get(contender)
+            if entry is None:  # a run from before pexpect took part
+                continue
             lines.append(
                 f"| {contender} | {entry['n']} | {_fmt(1000 * entry['cpu_ms_per_send'], 0)} | "
                 f"{_fmt(1000 * entry['block_median_cpu_ms_per_send'], 0)} | "

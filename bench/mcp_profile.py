@@ -110,8 +110,10 @@ def _print(
 ) -> None:
     total = sum(counts.values())
     server_ms = contender.server_cpu_s * 1000 / sends
-    print(f"\n{name}: server CPU {server_ms:.3f} ms per send ({server_ms / floor_ms:.2f}x the "
-          f"in-process {floor_ms:.3f} ms), {total} samples over {sends} sends")
+    print(
+        f"\n{name}: server CPU {server_ms:.3f} ms per send ({server_ms / floor_ms:.2f}x the "
+        f"in-process {floor_ms:.3f} ms), {total} samples over {sends} sends"
+    )
     print("| layer | share | ms per send |\n|---|---:|---:|")
     for layer, count in sorted(counts.items(), key=lambda item: -item[1]):
         print(f"| {layer} | {100 * count / total:.1f} % | {server_ms * count / total:.3f} |")

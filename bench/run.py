@@ -73,10 +73,11 @@ NOTES = [
     "scale: bench/scale.py — N sessions opened with terminal_open 64 at a time under the "
     "default sandbox (workspace-write, bubblewrap; unconfined where bubblewrap does not "
     "work), 20 echo sends per session with all sessions at once, then agent.dispose()",
-    "cpu: bench/_cpu_ratio.py — a proofs session and a tool session open at once in one "
-    "worker, echo hi in interleaved blocks (20 x 100 sends each, which contender goes "
-    "first alternating, after 50 warm-up sends each); the target reads the ratio of the "
-    "medians of per-block CPU per send, so a noise spike hits both contenders alike",
+    "cpu: bench/_cpu_ratio.py — a proofs session, a tool session and a pexpect child open "
+    "at once in one worker, echo hi in interleaved blocks (60 x 100 sends each, which "
+    "contender goes first rotating, after 50 warm-up sends each); the CPU target reads the "
+    "ratio of the medians of per-block CPU per send, the latency target tool p50 / pexpect "
+    "p50 over all sends, so a noise spike hits the contenders alike",
 ]
 
 

@@ -74,9 +74,10 @@ def test_quick_benchmark_completes_and_leaves_nothing(tmp_path: Path) -> None:
     assert scale["opened"] == scale["sessions"] and scale["wrong"] == 0, scale
     assert set(scale["wait_reasons"]) == {"stdin_read"} and scale["clean"], scale
     targets = {(t["target"], t["level"]) for t in report["targets"]}
-    assert len(targets) == 31 and all(t["met"] is not None for t in report["targets"])
+    assert len(targets) == 32 and all(t["met"] is not None for t in report["targets"])
     cpu = scenarios["cpu"]["tool"]
-    assert cpu["proofs"]["wrong"] == 0 and cpu["tool"]["wrong"] == 0, cpu
+    assert all(cpu[c]["wrong"] == 0 for c in ("proofs", "tool", "pexpect")), cpu
+    assert cpu["pexpect"]["n"] == cpu["tool"]["n"] and cpu["tool_p50_x_pexpect"]["all_sends"] > 0
     records = scenarios["records"]["tool"]
     assert records["recorded_bytes"] > records["pty_bytes"] and records["audit_lines"] > 0
     for key in ("nproc", "cpu_model", "kernel", "python"):
