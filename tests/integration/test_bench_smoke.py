@@ -106,6 +106,25 @@ def test_tool_layer_figure_runs_both_levels_and_leaves_nothing() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark reads /proc")
+def test_send_path_stamps_every_stage_of_every_send_and_leaves_nothing() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "send_path.py"), "--sends", "20", "--warmup", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "20 of 20 sends stamped at every stage, {'stdin_read': 20}" in result.stdout
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")][1:]
+    stages = {row.split(" | ")[0][2:]: float(row.split(" | ")[1]) for row in rows}
+    assert len(stages) == 7 and all(value >= 0 for value in stages.values()), stages
+    assert stages["round trip"] >= stages["handling the last piece"] > 0
+    assert _processes_of("send-path") == []
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark uses a PTY")
 def test_read_path_figure_reads_every_byte_with_both_readers() -> None:
     result = subprocess.run(

@@ -129,7 +129,9 @@ async def test_a_program_that_listens_nowhere_settles_by_silence_as_before() -> 
         agent = h.create_agent("a")
         sid = await _open(h, agent)
         sent = await h.call_tool(
-            agent, "terminal_send", {"sessionId": sid, "text": "echo start; sleep 30", "timeoutMs": 5000}
+            agent,
+            "terminal_send",
+            {"sessionId": sid, "text": "echo start; sleep 30", "timeoutMs": 5000},
         )
         assert sent.value["waitReason"] == "inferred_idle" and "listening" not in sent.value
         assert "no output for a while" in sent.text

@@ -34,7 +34,9 @@ async def test_send_settles_matched_on_the_line_and_the_program_keeps_running() 
         agent = h.create_agent("a")
         sid = await _open(h, agent)
         sent = await h.call_tool(
-            agent, "terminal_send", {"sessionId": sid, "text": SERVER, "waitFor": r"Listening on \S+"}
+            agent,
+            "terminal_send",
+            {"sessionId": sid, "text": SERVER, "waitFor": r"Listening on \S+"},
         )
         value = sent.value
         assert value["waitReason"] == "matched", value
@@ -75,7 +77,9 @@ async def test_the_echoed_command_line_never_matches() -> None:
             assert sent.value["viewport"] == "READY-42\n"
         # A command that never prints it settles on its prompt, with the exit code.
         sent = await h.call_tool(
-            agent, "terminal_send", {"sessionId": sid, "text": "echo nope; false", "waitFor": "nope!"}
+            agent,
+            "terminal_send",
+            {"sessionId": sid, "text": "echo nope; false", "waitFor": "nope!"},
         )
         assert sent.value["waitReason"] == "stdin_read" and sent.value["exitCode"] == 1
         assert "match" not in sent.value
@@ -104,7 +108,9 @@ async def test_an_invalid_pattern_types_nothing(tmp_path: Path) -> None:
         before = await h.call_tool(agent, "terminal_read", {"sessionId": sid})
         for bad in ["(", "a" * (MAX_PATTERN_CHARS + 1), ""]:
             sent = await h.call_tool(
-                agent, "terminal_send", {"sessionId": sid, "text": f"touch {marker}", "waitFor": bad}
+                agent,
+                "terminal_send",
+                {"sessionId": sid, "text": f"touch {marker}", "waitFor": bad},
             )
             assert sent.is_error and "INVALID_ARGUMENT" in sent.text, sent.text
         after = await h.call_tool(agent, "terminal_read", {"sessionId": sid})
