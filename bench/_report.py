@@ -361,9 +361,7 @@ def markdown(report: dict[str, Any]) -> str:
             "|---|---:|---:|---:|---:|---:|---|",
         ]
         for contender in ("proofs", "tool", "pexpect"):
-            entry = cpu.get(contender)
-            if entry is None:  # a run from before pexpect took part
-                continue
+            entry = cpu[contender]
             lines.append(
                 f"| {contender} | {entry['n']} | {_fmt(1000 * entry['cpu_ms_per_send'], 0)} | "
                 f"{_fmt(1000 * entry['block_median_cpu_ms_per_send'], 0)} | "

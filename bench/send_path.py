@@ -33,12 +33,14 @@ import asyncio
 import statistics
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _stack import ToolDriver
+from _stats import percentile
 
 STAGES = (
     ("call to write", "called", "writing"),
@@ -98,13 +100,13 @@ async def run(sends: int, text: str, warmup: int) -> None:
                 await driver.send(session_id, text)
             rows: list[dict[str, float]] = []
             pieces: list[int] = []
-            reasons: dict[str, int] = {}
+            reasons: Counter[str] = Counter()
             for _ in range(sends):
                 stamps.clear()
                 called = time.perf_counter()
                 reason = await driver.send(session_id, text)
                 at = {**stamps.at, "called": called, "returned": time.perf_counter()}
-                reasons[str(reason)] = reasons.get(str(reason), 0) + 1
+                reasons[str(reason)] += 1
                 if all(name in at for _, start, end in STAGES for name in (start, end)):
                     rows.append(at)
                     pieces.append(stamps.pieces)
@@ -113,15 +115,14 @@ async def run(sends: int, text: str, warmup: int) -> None:
     finally:
         await driver.aclose()
     print(
-        f"{text!r}: {len(rows)} of {sends} sends stamped at every stage, {reasons}, "
+        f"{text!r}: {len(rows)} of {sends} sends stamped at every stage, {dict(reasons)}, "
         f"pieces of output per send: median {statistics.median(pieces):.0f}, "
         f"mean {statistics.fmean(pieces):.2f}"
     )
     print("| stage | p50 us | p90 us |\n|---|---:|---:|")
     for name, start, end in STAGES:
-        spans = sorted(1e6 * (row[end] - row[start]) for row in rows)
-        p90 = spans[int(0.9 * (len(spans) - 1))]
-        print(f"| {name} | {statistics.median(spans):.1f} | {p90:.1f} |")
+        spans = [1e6 * (row[end] - row[start]) for row in rows]
+        print(f"| {name} | {percentile(spans, 50):.1f} | {percentile(spans, 90):.1f} |")
 
 
 def main() -> int:
