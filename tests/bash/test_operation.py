@@ -12,8 +12,12 @@ from dsh_terminal_core.kernel.errors import TerminalError
 from dsh_terminal_core.registry import SendResult, SessionStatus, WaitReason
 
 
-async def _never_cancel(_op: BashSendOperation) -> None:
-    raise AssertionError("not cancelled in these tests")
+class _NeverCancel:
+    async def _cancel_op(self, _op: BashSendOperation) -> None:
+        raise AssertionError("not cancelled in these tests")
+
+
+_never_cancel = _NeverCancel()
 
 
 def _result(text: str) -> SendResult:
@@ -68,3 +72,16 @@ async def test_waiters_follow_a_done_future_cancelled_from_outside() -> None:
     op.done.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiter
+
+
+async def test_every_waiter_is_released_and_a_cancelled_one_stays_cancelled() -> None:
+    """The first waiter is kept apart from later ones: all of them end with the send."""
+    op = BashSendOperation(1024, _never_cancel)
+    waiters = [op.result() for _ in range(4)]
+    waiters[1].cancel()  # its caller gave up; the others still get the result
+    op.settle(_result("c"))
+    assert waiters[1].cancelled()
+    assert [w.result().viewport for i, w in enumerate(waiters) if i != 1] == ["c"] * 3
+    # Released in the same step as done, once: done's own callback is gone.
+    await asyncio.sleep(0)
+    assert all(w.done() for w in waiters)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from dsh_terminal_core.kernel.agents import Agent
-from dsh_terminal_core.kernel.errors import TerminalError, ToolNotFound
+from dsh_terminal_core.kernel.cancel import NEVER_CANCELLED, Cancellation
+from dsh_terminal_core.kernel.errors import DshError, TerminalError, ToolNotFound
 from dsh_terminal_core.kernel.harness import Harness
-from dsh_terminal_core.kernel.tools import Tool, ToolExec, ToolRegistry
+from dsh_terminal_core.kernel.tools import Tool, ToolCall, ToolExec, ToolRegistry
 
 from ..helpers import full_access
 
@@ -139,3 +141,92 @@ async def test_harness_calls_go_to_an_override_of_the_tool_registry(
         listed = await h.call_tool(agent, "terminal_list", {})
         assert not listed.is_error and listed.value == {"sessions": []}
         assert (await h.call_tool(agent, "probe", {})).text.startswith("error [UNKNOWN_TOOL]")
+
+
+async def test_observers_are_told_every_outcome_and_cannot_fail_a_call(
+    registry: tuple[ToolRegistry, list[dict[str, Any]]],
+) -> None:
+    reg, _ = registry
+    seen: list[ToolCall] = []
+
+    def failing(_call: ToolCall) -> None:
+        raise RuntimeError("an observer's own bug")
+
+    stop_failing = reg.observe_calls(failing)
+    stop = reg.observe_calls(seen.append)
+    exec_ = ToolExec(agent=Agent("a"))
+    ok = await reg.call("probe", {"sessionId": "x"}, exec_)
+    bad = await reg.call("probe", {"sessionId": 5}, exec_)
+    unknown = await reg.call("nope", {}, exec_)
+    crash = await reg.call("probe", {"sessionId": "crash"}, exec_)
+    foreign = await reg.call("probe", {"sessionId": "foreign"}, exec_)
+    assert [c.code for c in seen] == [
+        None,
+        "INVALID_ARGUMENT",
+        "UNKNOWN_TOOL",
+        "INTERNAL",
+        "FOREIGN_SESSION",
+    ]
+    assert [c.result for c in seen] == [ok, bad, unknown, crash, foreign]
+    assert not ok.is_error and all(r.is_error for r in (bad, unknown, crash, foreign))
+    assert all(c.exec_ is exec_ and c.duration_s >= 0 for c in seen)
+    stop()
+    stop_failing()
+    await reg.call("probe", {"sessionId": "x"}, exec_)
+    assert len(seen) == 5  # stopped observers hear nothing more
+
+
+async def test_an_observer_hears_of_a_cancelled_call() -> None:
+    reg = ToolRegistry()
+    entered = asyncio.Event()
+
+    async def hang(_args: dict[str, Any], _exec: ToolExec) -> None:
+        entered.set()
+        await asyncio.get_running_loop().create_future()
+
+    reg.register(Tool(name="hang", description="d", parameters={"type": "object"}, execute=hang))
+    seen: list[ToolCall] = []
+    reg.observe_calls(seen.append)
+    call = asyncio.ensure_future(reg.call("hang", {}, ToolExec(agent=Agent("a"))))
+    await entered.wait()
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert [(c.name, c.code, c.result) for c in seen] == [("hang", "CANCELLED", None)]
+
+
+async def test_a_call_without_a_token_gets_one_that_never_fires() -> None:
+    """A call made without ``cancel`` shares a token nobody can cancel, which keeps
+    nothing a send registers on it; a caller's own token reaches the tool as given."""
+    reg = ToolRegistry()
+    tokens: list[Cancellation] = []
+
+    async def capture(_args: dict[str, Any], exec_: ToolExec) -> str:
+        tokens.append(exec_.cancel)
+        return "ok"
+
+    reg.register(
+        Tool(name="capture", description="d", parameters={"type": "object"}, execute=capture)
+    )
+    mine = Cancellation()
+    async with Harness(config=full_access()) as h:
+        agent = h.create_agent("a")
+        with h.ctx.override("tools", reg):
+            await h.call_tool(agent, "capture", {})
+            await h.call_tool(agent, "capture", {})
+            await h.call_tool(agent, "capture", {}, cancel=mine)
+    assert tokens[0] is tokens[1] is NEVER_CANCELLED and tokens[2] is mine
+    fired: list[BaseException] = []
+    remove = NEVER_CANCELLED.on_cancel(fired.append)
+    remove()
+    remove()
+    with pytest.raises(DshError) as refused:
+        NEVER_CANCELLED.cancel()
+    assert refused.value.code == "UNSUPPORTED"
+    assert not NEVER_CANCELLED.cancelled and NEVER_CANCELLED.reason is None and fired == []
+    waiting = asyncio.ensure_future(NEVER_CANCELLED.wait())
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting

@@ -44,18 +44,24 @@ def _processes_of(owner: str) -> list[int]:
     return found
 
 
+def _bench(script: str, *args: str, timeout: float = 300) -> str:
+    """Run ``bench/<script>`` with ``args``; its standard output, once it exited 0."""
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result.stdout
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark reads /proc")
 def test_quick_benchmark_completes_and_leaves_nothing(tmp_path: Path) -> None:
     out = tmp_path / "quick.json"
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    stdout = _bench("run.py", "--quick", "--json", str(out), timeout=600)
     report = json.loads(out.read_text(encoding="utf-8"))
     assert report["errors"] == [] and report["leaks"] == []
     scenarios = report["scenarios"]
@@ -82,42 +88,24 @@ def test_quick_benchmark_completes_and_leaves_nothing(tmp_path: Path) -> None:
     assert records["recorded_bytes"] > records["pty_bytes"] and records["audit_lines"] > 0
     for key in ("nproc", "cpu_model", "kernel", "python"):
         assert report["machine"][key]
-    assert "| target |" in result.stdout
+    assert "| target |" in stdout
     assert _processes_of(report["owner"]) == []
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark reads /proc")
 def test_tool_layer_figure_runs_both_levels_and_leaves_nothing() -> None:
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "tool_layer.py"),
-            *("--rounds", "2", "--block", "3", "--warmup", "1"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "CPU per send service" in result.stdout and "tool layer" in result.stdout
+    stdout = _bench("tool_layer.py", *("--rounds", "2", "--block", "3", "--warmup", "1"))
+    assert "CPU per send service" in stdout and "tool layer" in stdout
     assert _processes_of("tool-layer") == []
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark reads /proc")
 def test_send_path_stamps_every_stage_of_every_send_and_leaves_nothing() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "send_path.py"), "--sends", "20", "--warmup", "2"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "20 of 20 sends stamped at every stage, {'stdin_read': 20}" in result.stdout
-    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")][1:]
+    stdout = _bench("send_path.py", "--sends", "20", "--warmup", "2")
+    assert "20 of 20 sends stamped at every stage, {'stdin_read': 20}" in stdout
+    rows = [line for line in stdout.splitlines() if line.startswith("| ")][1:]
     stages = {row.split(" | ")[0][2:]: float(row.split(" | ")[1]) for row in rows}
     assert len(stages) == 7 and all(value >= 0 for value in stages.values()), stages
     assert stages["round trip"] >= stages["handling the last piece"] > 0
@@ -127,15 +115,8 @@ def test_send_path_stamps_every_stage_of_every_send_and_leaves_nothing() -> None
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark uses a PTY")
 def test_read_path_figure_reads_every_byte_with_both_readers() -> None:
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "read_path.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")][1:]
+    stdout = _bench("read_path.py", "--quick")
+    rows = [line for line in stdout.splitlines() if line.startswith("| ")][1:]
     assert [row.split(" | ")[0] for row in rows] == ["| plain reader", "| PtyChannel"]
     for row in rows:
         assert float(row.split(" | ")[1]) > 0, row
@@ -145,16 +126,9 @@ def test_read_path_figure_reads_every_byte_with_both_readers() -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sampler uses ITIMER_PROF")
 def test_mcp_profile_splits_both_servers_cpu_by_layer_and_leaves_nothing() -> None:
     pytest.importorskip("mcp")
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "mcp_profile.py"), "--sends", "600"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    stdout = _bench("mcp_profile.py", "--sends", "600")
     for transport in ("stdio", "http"):
-        section = result.stdout.split(f"\n{transport}: server CPU ", 1)[1].split("\n\n", 1)[0]
+        section = stdout.split(f"\n{transport}: server CPU ", 1)[1].split("\n\n", 1)[0]
         rows = {
             line.split(" | ")[0].lstrip("| "): float(line.split(" | ")[1].rstrip(" %"))
             for line in section.splitlines()
@@ -176,18 +150,10 @@ def test_scale_floors_drive_every_contender_and_leave_nothing(tmp_path: Path) ->
 
     owner = f"floors-smoke-{os.getpid()}"
     out = tmp_path / "floors.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "bench" / "scale_floors.py"),
-            *("--sessions", "6", "--sends", "2", "--owner", owner, "--json", str(out)),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
+    _bench(
+        "scale_floors.py",
+        *("--sessions", "6", "--sends", "2", "--owner", owner, "--json", str(out)),
     )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     floors = json.loads(out.read_text())["floors"]
     assert [row["contender"] for row in floors] == ["raw", "proofs", "tools"]
     for row in floors:
@@ -195,3 +161,18 @@ def test_scale_floors_drive_every_contender_and_leave_nothing(tmp_path: Path) ->
         assert row["send_phase"]["shell_processes"] >= 6, row["send_phase"]
     assert floors[-1]["wrong"] == 0 and floors[-1]["clean"], floors[-1]
     assert shells_of(owner) == []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the benchmark uses a PTY")
+def test_inflight_counts_each_sends_objects_and_leaves_nothing() -> None:
+    stdout = _bench("inflight.py", "--sessions", "10")
+    assert "10 tool sends in flight" in stdout
+    rows = [line for line in stdout.splitlines() if line.startswith("| ")][1:]
+    kinds = {row.split(" | ")[0][2:]: float(row.split(" | ")[1]) for row in rows}
+    # Each send's own objects are there, one each, and the driver's task with them.
+    assert kinds["BashSendOperation"] == kinds["Readiness"] == kinds["Task"] == 1.0, kinds
+    assert kinds["coroutine ToolRegistry.call"] == 1.0, kinds
+    # No closure is kept per send (a function with its cells), and no per-send token.
+    assert not {"function", "cell", "Cancellation", "Remover"} & kinds.keys(), kinds
+    assert _processes_of("bench-inflight") == []

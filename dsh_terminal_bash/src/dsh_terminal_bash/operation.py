@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, Protocol
 
 from dsh_terminal_core.registry import SendResult
 from dsh_terminal_core.registry.linematch import LineMatcher
 
+from .callbacks import CALLBACKS_CONTEXT
 from .viewport import ViewportBuffer
 
-__all__ = ["BashSendOperation"]
+__all__ = ["BashSendOperation", "SendCanceller"]
+
+
+class SendCanceller(Protocol):
+    """What stops a send (the session): ``_cancel_op(op)`` interrupts it and keeps the
+    interrupt in force until it settles (``interrupts.CancelEnforcement``)."""
+
+    def _cancel_op(self, op: BashSendOperation) -> Coroutine[Any, Any, None]: ...
 
 
 class BashSendOperation:
@@ -21,15 +29,16 @@ class BashSendOperation:
     collecting (later output still reaches the session's scrollback).
     """
 
-    def __init__(
-        self, max_bytes: int, canceller: Callable[[BashSendOperation], Coroutine[Any, Any, None]]
-    ) -> None:
+    def __init__(self, max_bytes: int, canceller: SendCanceller) -> None:
         # Plain attributes, not properties: the session reads both on every send.
         self.viewport = ViewportBuffer(max_bytes)
         self.done: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
-        # Futures handed out by result(), settled in the same step as done. The done
-        # callback that releases them is added with the first one: most sends have none.
-        self._waiters: list[asyncio.Future[SendResult]] = []
+        # Futures handed out by result(), settled in the same step as done: the first in
+        # its own attribute (a send has one, its tool's), any later ones in a list. The
+        # done callback that releases them is added with the first one.
+        self._waiter: asyncio.Future[SendResult] | None = None
+        self._more_waiters: list[asyncio.Future[SendResult]] | None = None
+        # The session itself, not its bound method: one object fewer per send in flight.
         self._canceller = canceller
         self._cancel_task: asyncio.Task[None] | None = None
         self.collecting = True
@@ -56,7 +65,9 @@ class BashSendOperation:
         """
         if self._cancel_task is None:
             self.input_cancelled = True
-            self._cancel_task = asyncio.get_running_loop().create_task(self._canceller(self))
+            self._cancel_task = asyncio.get_running_loop().create_task(
+                self._canceller._cancel_op(self)
+            )
         return self._cancel_task
 
     def cancel_unsettled(self, _reason: BaseException) -> None:
@@ -77,12 +88,16 @@ class BashSendOperation:
         """
         waiter: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         if self.done.done():
-            self._waiters.append(waiter)
-            self._release_waiters(self.done)
+            self._settle_waiter(waiter, self.done)
             return waiter
-        if not self._waiters:
-            self.done.add_done_callback(self._release_waiters)
-        self._waiters.append(waiter)
+        if self._waiter is None and self._more_waiters is None:
+            self.done.add_done_callback(self._release_waiters, context=CALLBACKS_CONTEXT)
+        if self._waiter is None:
+            self._waiter = waiter
+        elif self._more_waiters is None:
+            self._more_waiters = [waiter]
+        else:
+            self._more_waiters.append(waiter)
         return waiter
 
     def settle(self, result: SendResult) -> None:
@@ -97,7 +112,7 @@ class BashSendOperation:
         if not self.done.done():
             # The waiters are released right here; the done callback (kept for a caller
             # that cancels ``done`` itself) would only run a turn later to find none.
-            if self._waiters:
+            if self._waiter is not None or self._more_waiters is not None:
                 self.done.remove_done_callback(self._release_waiters)
             finish(outcome)
             self._release_waiters(self.done)
@@ -106,13 +121,23 @@ class BashSendOperation:
             forget()
 
     def _release_waiters(self, done: asyncio.Future[SendResult]) -> None:
-        waiters, self._waiters = self._waiters, []
-        for waiter in waiters:
-            if waiter.done():
-                continue
-            if done.cancelled():
-                waiter.cancel()
-            elif (error := done.exception()) is not None:
-                waiter.set_exception(error)
-            else:
-                waiter.set_result(done.result())
+        first, more = self._waiter, self._more_waiters
+        self._waiter = self._more_waiters = None
+        if first is not None:
+            self._settle_waiter(first, done)
+        for waiter in more or ():
+            self._settle_waiter(waiter, done)
+
+    @staticmethod
+    def _settle_waiter(
+        waiter: asyncio.Future[SendResult], done: asyncio.Future[SendResult]
+    ) -> None:
+        """End ``waiter`` as ``done`` ended; a waiter its caller cancelled stays so."""
+        if waiter.done():
+            return
+        if done.cancelled():
+            waiter.cancel()
+        elif (error := done.exception()) is not None:
+            waiter.set_exception(error)
+        else:
+            waiter.set_result(done.result())

@@ -54,6 +54,7 @@ from dsh_terminal_core.provider import Foreground
 from dsh_terminal_core.registry import WaitReason
 from dsh_terminal_core.registry.linematch import LineMatch
 
+from .callbacks import CALLBACKS_CONTEXT
 from .config import BashConfig
 from .polling import PollingWatch
 
@@ -65,6 +66,7 @@ _BACKOFF_MS = (1, 2, 4, 8, 16, 32)
 
 # Looks taken right after a piece of a REPL's answer, per send (see ``Readiness``).
 _QUICK_LOOKS = 4
+_NO_WAKES: Mapping[int, int | None] = MappingProxyType({})
 
 # How long a wait must hold, output-free, when another member of the waiting group may
 # still be writing.
@@ -150,37 +152,45 @@ class Readiness:
     its wait alone (its group, whether it waited, its wake count), never by its modes.
     """
 
-    # State every wait starts with, as class attributes: a send builds one ladder, and
-    # assigning each of these on every construction was a good part of its cost. Each is
-    # set on the instance once it changes (none is a mutable object changed in place).
-    #: Wake counters at the moment the input was completely written (consumption fence).
-    _wakes_at_write: Mapping[int, int | None] = MappingProxyType({})
-    _write_started = False
-    _any_output = False
-    _marker_seen = False
-    _marker_exit: int | None = None
-    _prompt_tail_at: float | None = None
-    _wait_seen_at: float | None = None
-    #: Sightings of a program polling its keyboard; made at the first one, since almost
-    #: every send settles without any.
-    _polls: PollingWatch | None = None
-    settled = False
-    #: Set while a cancel is in force: a shell's read is then only trusted with the
-    #: prompt that follows the interrupt (the line editor can sit in a read after echoing
-    #: ^C, before it drops the line and prints the new prompt).
-    cancelling = False
-    _probe_step = 0
-    _quick_looks_left = 0
-    _quick_look_queued = False
-    _probe_due: float | None = None
-    _listen_due: float | None = None
-    _silence_due: float | None
-    _deadline_due: float | None
-    _listen_looks = 0
-    _timer: asyncio.TimerHandle | None = None
-    _timer_at = 0.0
-    _started = False
-    _dispatching = False
+    # Slotted: a send builds one ladder, and with more attribute names than an instance
+    # dictionary shares between instances, each ladder grew a dictionary of its own, one
+    # more object for the garbage collector to traverse while the send is in flight.
+    __slots__ = (
+        "_activity_at",
+        "_any_output",
+        "_before",
+        "_config",
+        "_deadline_due",
+        "_dispatching",
+        "_fenced",
+        "_listen_due",
+        "_listen_looks",
+        "_listen_quiet_since",
+        "_loop",
+        "_marker_exit",
+        "_marker_seen",
+        "_on_settle",
+        "_polls",
+        "_probe",
+        "_probe_due",
+        "_probe_step",
+        "_prompt",
+        "_prompt_tail_at",
+        "_quick_look_queued",
+        "_quick_looks_left",
+        "_silence_due",
+        "_started",
+        "_started_at",
+        "_startup",
+        "_timer",
+        "_timer_at",
+        "_wait_seen_at",
+        "_wakes_at_write",
+        "_write_done",
+        "_write_started",
+        "cancelling",
+        "settled",
+    )
 
     def __init__(
         self,
@@ -200,6 +210,26 @@ class Readiness:
         self._on_settle = on_settle
         self._startup = startup
         self._before = before
+        #: Wake counters at the moment the input was completely written (consumption fence).
+        self._wakes_at_write: Mapping[int, int | None] = _NO_WAKES
+        self._write_started = self._any_output = self._marker_seen = False
+        self._marker_exit: int | None = None
+        self._prompt_tail_at: float | None = None
+        self._wait_seen_at: float | None = None
+        #: Sightings of a program polling its keyboard; made at the first one, since almost
+        #: every send settles without any.
+        self._polls: PollingWatch | None = None
+        self.settled = False
+        #: Set while a cancel is in force: a shell's read is then only trusted with the
+        #: prompt that follows the interrupt (the line editor can sit in a read after
+        #: echoing ^C, before it drops the line and prints the new prompt).
+        self.cancelling = False
+        self._probe_step = self._quick_looks_left = self._listen_looks = 0
+        self._quick_look_queued = self._started = self._dispatching = False
+        self._probe_due: float | None = None
+        self._listen_due: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         loop = self._loop = asyncio.get_running_loop()
         started = self._started_at = self._activity_at = self._listen_quiet_since = loop.time()
         self._write_done = startup or not fenced
@@ -218,10 +248,10 @@ class Readiness:
             self._quick_looks_left = _QUICK_LOOKS
         # When each timed look is due (loop time), all served by one timer: a send that
         # settles at its first output arms and cancels one timer, not three.
-        self._silence_due = started + max(config.idle_silence_ms / 1000, 0.001)
+        self._silence_due: float | None = started + max(config.idle_silence_ms / 1000, 0.001)
         if not startup:
             self._listen_due = started + config.listen_settle_ms / 1000
-        self._deadline_due = started + (
+        self._deadline_due: float | None = started + (
             (timeout_ms if timeout_ms is not None else config.timeout_ms) / 1000
         )
 
@@ -317,7 +347,7 @@ class Readiness:
         if self._quick_looks_left and has_text and self._write_done and not self._quick_look_queued:
             self._quick_looks_left -= 1
             self._quick_look_queued = True
-            self._loop.call_soon(self._quick_look)
+            self._loop.call_soon(self._quick_look, context=CALLBACKS_CONTEXT)
 
     def on_exit(self) -> None:
         self._settle(Settlement(reason=WaitReason.SESSION_EXIT, exit_code=None))
@@ -567,7 +597,7 @@ class Readiness:
             self._timer = None
             return
         self._timer_at = when
-        self._timer = self._loop.call_at(when, self._on_timer)
+        self._timer = self._loop.call_at(when, self._on_timer, context=CALLBACKS_CONTEXT)
 
     def _on_timer(self) -> None:
         """Run every look that is due, earliest first, then re-arm for the next."""

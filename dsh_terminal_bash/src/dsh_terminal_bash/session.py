@@ -324,9 +324,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         return op
 
     def _new_op(self, request: SendRequest) -> BashSendOperation:
-        op = BashSendOperation(
-            _bounded(self._config.max_read_bytes, request.max_bytes), self._cancel_op
-        )
+        op = BashSendOperation(_bounded(self._config.max_read_bytes, request.max_bytes), self)
         if request.wait_for is not None:
             typed = request.text.split("\n") if request.text and request.keys is None else ()
             op.matcher = LineMatcher(

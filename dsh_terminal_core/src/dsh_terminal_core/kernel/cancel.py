@@ -12,16 +12,18 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from .errors import OperationCancelled
+from .errors import DshError, ErrorCode, OperationCancelled
 from .subscribe import subscribe
 
-__all__ = ["Cancellation", "finish_shielded"]
+__all__ = ["NEVER_CANCELLED", "Cancellation", "finish_shielded"]
 
 _T = TypeVar("_T")
 
 
 class Cancellation:
     """A one-shot cancellation signal carrying the reason the caller gave."""
+
+    __slots__ = ("_callbacks", "_event", "_reason")
 
     def __init__(self) -> None:
         self._reason: BaseException | None = None
@@ -59,7 +61,7 @@ class Cancellation:
         """
         if self._reason is not None:
             callback(self._reason)
-            return lambda: None
+            return _nothing_to_remove
         return subscribe(self._callbacks, callback)
 
     async def wait(self) -> BaseException:
@@ -70,6 +72,42 @@ class Cancellation:
             await self._event.wait()
         assert self._reason is not None
         return self._reason
+
+
+class _NeverCancelled(Cancellation):
+    """The token of a call whose caller gave none: nobody holds it, so it never fires.
+
+    One is shared by every such call (``Harness.call_tool`` without ``cancel``). It keeps
+    no callbacks, since none could ever run: that spares each in-process tool call a
+    token, its list, a remover and a bound method, objects the garbage collector would
+    otherwise traverse for as long as the call is in flight (with a thousand sends in
+    flight its passes took about a tenth of the loop's time, ``bench/scale.py``).
+    Cancelling it is refused: it is shared, and no caller could be waiting on it.
+    """
+
+    __slots__ = ()
+
+    def cancel(self, reason: BaseException | None = None) -> None:
+        raise DshError(
+            "this call was made without a cancellation token, so it cannot be cancelled "
+            "through one; pass cancel=Cancellation() to the call to be able to",
+            ErrorCode.UNSUPPORTED,
+        )
+
+    def on_cancel(self, callback: Callable[[BaseException], None]) -> Callable[[], None]:
+        return _nothing_to_remove
+
+    async def wait(self) -> BaseException:
+        await asyncio.get_running_loop().create_future()  # never set: waits until cancelled
+        raise AssertionError("unreachable")
+
+
+def _nothing_to_remove() -> None:
+    pass
+
+
+NEVER_CANCELLED: Cancellation = _NeverCancelled()
+"""The token a call without one gets; it never fires and keeps nothing (see above)."""
 
 
 async def finish_shielded(work: Awaitable[_T]) -> _T:

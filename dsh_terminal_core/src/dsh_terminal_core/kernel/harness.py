@@ -19,7 +19,7 @@ import pluggy
 from dependency_injector import containers, providers
 
 from .agents import Agent
-from .cancel import Cancellation
+from .cancel import NEVER_CANCELLED, Cancellation
 from .context import Context, dispose_service
 from .errors import ConfigError, DisposeError, DshError
 from .heapfreeze import freeze_loaded_heap
@@ -260,6 +260,9 @@ class Harness:
     ) -> ToolResult:
         """Call tool ``name`` as ``agent``; failures come back as ``is_error`` results.
 
+        ``cancel`` is the caller's token: cancelling it stops the call the way the
+        terminal's Ctrl-C stops a command, and the call answers ``CANCELLED``. Without
+        one the call can still be stopped by cancelling the task that awaits it.
         ``ask_secret`` lets a tool ask the caller's person for a secret (the MCP server
         passes its URL-mode elicitation); without it such a tool answers ``NO_SECRET``.
         ``identity`` names the authenticated identity the call came as (the MCP HTTP
@@ -271,7 +274,7 @@ class Harness:
             await agent.arrived(ARRIVAL_WAIT_S)
         exec_ = ToolExec(
             agent=agent,
-            cancel=cancel or Cancellation(),
+            cancel=cancel if cancel is not None else NEVER_CANCELLED,
             ask_secret=ask_secret,
             ask_human=ask_human,
             identity=identity,

@@ -135,9 +135,9 @@ class Tool:
 class ToolCall:
     """One finished call, as a :data:`CallObserver` is told of it.
 
-    ``args`` are the arguments as the caller gave them. ``result`` is None and ``error``
-    the exception when the call did not finish (cancelled); ``code`` is the stable error
-    code of a failed call (``CANCELLED`` for a cancelled one), None for a success.
+    ``args`` are the arguments as the caller gave them. ``result`` is None when the call
+    did not finish (cancelled); ``code`` is the stable error code of a failed call
+    (``CANCELLED`` for a cancelled one), None for a success.
     """
 
     name: str
@@ -289,38 +289,44 @@ class ToolRegistry:
         """Validate, execute, render and bound one call. Never raises for tool failures.
 
         Every observer (:meth:`observe_calls`) is told of the call before it returns.
+        One coroutine does it all: each frame a call passes through is an object the
+        garbage collector traverses while the call is in flight.
         """
-        if not self._observers:
-            return (await self._call(name, args, exec_))[0]
-        started = time.perf_counter()
+        observed = bool(self._observers)
+        started = time.perf_counter() if observed else 0.0
         result: ToolResult | None = None
         code: str | None = ErrorCode.CANCELLED
         try:
-            result, code = await self._call(name, args, exec_)
+            entry = self._entries.get(name)
+            if entry is None:
+                error = ToolNotFound(f"no tool named {name!r}")
+                result, code = ToolResult(text=render_error(error), is_error=True), error.code
+                return result
+            tool = entry.tool
+            try:
+                checked = _checked(entry, args)
+                value = await tool.execute(checked, exec_)
+            except Exception as exc:
+                text = self._bound(tool, render_error(exc))
+                result = ToolResult(text=text, value=None, is_error=True)
+                code = error_code(exc)
+                return result
+            text = tool.render(checked, value) if tool.render else _default_text(value)
+            result, code = ToolResult(text=self._bound(tool, text), value=value), None
+            return result
         finally:
-            duration = time.perf_counter() - started
-            call = ToolCall(
-                name=name, args=args, exec_=exec_, result=result, code=code, duration_s=duration
-            )
-            self._tell(call)
-        return result
-
-    async def _call(
-        self, name: str, args: object, exec_: ToolExec
-    ) -> tuple[ToolResult, str | None]:
-        try:
-            entry = self._entry(name)
-        except ToolNotFound as exc:
-            return ToolResult(text=render_error(exc), is_error=True), exc.code
-        tool = entry.tool
-        try:
-            checked = _checked(entry, args)
-            value = await tool.execute(checked, exec_)
-        except Exception as exc:
-            text = self._bound(tool, render_error(exc))
-            return ToolResult(text=text, value=None, is_error=True), error_code(exc)
-        text = tool.render(checked, value) if tool.render else _default_text(value)
-        return ToolResult(text=self._bound(tool, text), value=value, is_error=False), None
+            if observed:
+                duration = time.perf_counter() - started
+                self._tell(
+                    ToolCall(
+                        name=name,
+                        args=args,
+                        exec_=exec_,
+                        result=result,
+                        code=code,
+                        duration_s=duration,
+                    )
+                )
 
     def _tell(self, call: ToolCall) -> None:
         # The observers run even when the call was cancelled: an audit keeps that too.
