@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,8 @@ TEST_BOUND_S = 120
 # round trip here, well below the 5 s the timed-out command would take.
 CALL_TIMEOUT_S = 1.0
 TRANSPORTS = ["stdio", "http"]
-# What pydantic-ai 2.68 says on entering a 2026-07-28 session with an elicitation handler.
+# What pydantic-ai 2.68 (not 2.78) says on entering a 2026-07-28 session with an
+# elicitation handler.
 NEVER_CALLED_WARNING = r"`elicitation_handler` will never be called"
 
 
@@ -326,7 +328,10 @@ async def test_the_secret_ask_goes_through_the_toolsets_elicitation_handler(
         ):
             agent = Agent(FunctionModel(script), toolsets=[toolset])
             async with contextlib.AsyncExitStack() as entered:
-                with pytest.warns(UserWarning, match=NEVER_CALLED_WARNING):
+                with warnings.catch_warnings():
+                    # pydantic-ai 2.68 warns here that the handler will never be called,
+                    # yet the handler answers the asks below; 2.78 no longer warns.
+                    warnings.filterwarnings("ignore", NEVER_CALLED_WARNING, UserWarning)
                     await entered.enter_async_context(agent)
                 assert_modern(toolset)
                 result = await agent.run("type the vault password")
