@@ -34,8 +34,9 @@ class BashSendOperation:
         self.viewport = ViewportBuffer(max_bytes)
         self.done: asyncio.Future[SendResult] = asyncio.get_running_loop().create_future()
         # Futures handed out by result(), settled in the same step as done: the first in
-        # its own attribute (a send has one, its tool's), any later ones in a list. The
-        # done callback that releases them is added with the first one.
+        # its own attribute (a send has one, its tool's), any later ones in a list, which
+        # is never set without a first. The done callback that releases them is added
+        # with the first one.
         self._waiter: asyncio.Future[SendResult] | None = None
         self._more_waiters: list[asyncio.Future[SendResult]] | None = None
         # The session itself, not its bound method: one object fewer per send in flight.
@@ -90,9 +91,8 @@ class BashSendOperation:
         if self.done.done():
             self._settle_waiter(waiter, self.done)
             return waiter
-        if self._waiter is None and self._more_waiters is None:
-            self.done.add_done_callback(self._release_waiters, context=CALLBACKS_CONTEXT)
         if self._waiter is None:
+            self.done.add_done_callback(self._release_waiters, context=CALLBACKS_CONTEXT)
             self._waiter = waiter
         elif self._more_waiters is None:
             self._more_waiters = [waiter]
@@ -112,7 +112,7 @@ class BashSendOperation:
         if not self.done.done():
             # The waiters are released right here; the done callback (kept for a caller
             # that cancels ``done`` itself) would only run a turn later to find none.
-            if self._waiter is not None or self._more_waiters is not None:
+            if self._waiter is not None:
                 self.done.remove_done_callback(self._release_waiters)
             finish(outcome)
             self._release_waiters(self.done)
