@@ -1,4 +1,5 @@
-"""Backspace rendering: what a terminal shows of bold, underline and spinners (SPEC §19.2)."""
+"""Backspace and carriage-return rendering: what a terminal shows of bold, underline,
+spinners and progress lines (SPEC §19.2, §27.2)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,8 @@ def cells(text: str) -> str:
         for char in line:
             if char == "\b":
                 col = max(col - 1, 0)
+            elif char == "\r":
+                col = 0
             elif col < len(row):
                 row[col] = char
                 col += 1
@@ -42,6 +45,11 @@ def cells(text: str) -> str:
         ("one\ntwo\b\bWO", "one\ntWO"),  # never across a line end
         ("\bx", "x"),
         ("plain text\n", "plain text\n"),
+        ("\rX 0%\rX Done\n", "X Done\n"),  # apt's progress, CR-CR-LF already an LF
+        ("abcdef\rXY", "XYcdef"),  # a shorter frame leaves the longer one's end
+        ("50%\r", "50%"),  # a return alone erases nothing
+        ("1%\r2%\r100%\ndone", "100%\ndone"),
+        ("wxyz\rab\b\b\b\bQ", "Qbyz"),
     ],
 )
 def test_renders_as_a_terminal_shows(raw: str, shown: str) -> None:
@@ -56,7 +64,7 @@ def test_text_without_backspace_is_the_same_object() -> None:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.text(alphabet="ab_\b\n|", max_size=60))
+@given(st.text(alphabet="ab_\b\r\n|", max_size=60))
 def test_fast_pass_agrees_with_the_cell_model(text: str) -> None:
     assert render(text) == cells(text)
 

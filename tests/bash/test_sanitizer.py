@@ -93,17 +93,39 @@ def reference(
                 continue
         i += 1
 
-    def normalise(raw: bytes) -> bytes:
-        return raw.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-
-    text = normalise(bytes(stripped)).decode("utf-8", "replace")
-    markers = []
-    for code, pos in found:
-        prefix = bytes(stripped[:pos])
-        if prefix.endswith(b"\r"):
-            prefix = prefix[:-1]
-        emitted = codecs.getincrementaldecoder("utf-8")(errors="replace").decode(normalise(prefix))
-        markers.append((code, len(emitted)))
+    # Line ends between the markers: CRLF and CR-CR-LF end a line, another CR run returns
+    # to the line's start (one CR), a run the stream ends on is flushed as a newline, and
+    # a run right before a marker ends the line there (the prompt starts its own), its
+    # newline coming with the first byte after the marker that is not a CR.
+    raw = bytes(stripped)
+    cuts = [pos for _, pos in found]
+    segments = [raw[a:b] for a, b in zip([0, *cuts], [*cuts, len(raw)], strict=True)]
+    out = b""
+    offsets: list[int] = []
+    pending = ends_line = False
+    for index, segment in enumerate(segments):
+        data = segment
+        if pending and data:
+            if ends_line:
+                data = data.lstrip(b"\r")
+                if data:
+                    pending = ends_line = False
+                    data = data if data.startswith(b"\n") else b"\n" + data
+            else:
+                pending = False
+                data = b"\r" + data
+        if data.endswith(b"\r"):
+            pending = True
+            data = data.rstrip(b"\r")
+        out += re.sub(rb"\r+", b"\r", re.sub(rb"\r+\n", b"\n", data))
+        if index < len(found):
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            offsets.append(len(decoder.decode(out)))
+            ends_line = pending
+    if pending:
+        out += b"\n"
+    text = out.decode("utf-8", "replace")
+    markers = [(code, offset) for (code, _), offset in zip(found, offsets, strict=True)]
     return text, markers
 
 
@@ -265,15 +287,17 @@ def test_marker_longer_than_bound_is_discarded() -> None:
     ("data", "text"),
     [
         (b"a\r\nb\r\n", "a\nb\n"),
-        (b"a\rb", "a\nb"),
-        (b"a\r\r\nb", "a\n\nb"),
-        (b"a\n\rb", "a\n\nb"),
+        (b"a\rb", "a\rb"),  # a return to the line's start, applied by the reader
+        (b"a\r\r\nb", "a\nb"),  # CR-CR-LF ends one line, as a terminal shows it
+        (b"a\r\r\rb", "a\rb"),  # a run of returns is one
+        (b"a\n\rb", "a\n\rb"),
+        (b"\rX 0%\r\rX Done\r\r\n", "\rX 0%\rX Done\n"),  # apt's progress
         (b"a\r\x1b[K\nb", "a\nb"),  # judged with escapes removed
         (b"a\r", "a\n"),  # a CR at the end of the stream is emitted by flush
-        (b"\r<long command tail", "\n<long command tail"),
+        (b"\r<long command tail", "\r<long command tail"),
     ],
 )
-def test_carriage_returns_become_newlines(data: bytes, text: str) -> None:
+def test_carriage_returns_end_lines_or_return(data: bytes, text: str) -> None:
     assert_all_splits(data, text)
 
 
@@ -427,7 +451,7 @@ def test_crlf_fast_path_is_taken_and_keeps_a_split_crlf() -> None:
     s = Sanitizer()
     assert s.feed(b"1\r\n2\r\n3\r").text == "1\n2\n3"
     assert s.feed(b"\n4\r\n\x075\r\n").text == "\n4\n5\n"
-    assert s.feed(b"6\r7\r\n").text == "6\n7\n"
+    assert s.feed(b"6\r7\r\n").text == "6\r7\n"
     assert s.flush().text == ""
 
 
@@ -436,8 +460,9 @@ def test_crlf_fast_path_is_taken_and_keeps_a_split_crlf() -> None:
 def test_output_is_clean_text(data: bytes) -> None:
     text, _ = run([data])
     text.encode()  # valid UTF-8, no surrogates
-    assert "\x1b" not in text and "\r" not in text and "\x07" not in text and "\x00" not in text
-    assert "\b" not in render(text)  # what a reader gets
+    assert "\x1b" not in text and "\x07" not in text and "\x00" not in text
+    assert "\r\n" not in text and "\r\r" not in text
+    assert "\b" not in render(text) and "\r" not in render(text)  # what a reader gets
 
 
 # -- cost ----------------------------------------------------------------------------------

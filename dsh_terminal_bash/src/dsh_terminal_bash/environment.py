@@ -37,6 +37,7 @@ import os
 __all__ = [
     "PROMPT",
     "PROMPT_COMMAND",
+    "EXIT_MARKER_PREFIX",
     "PS1",
     "PYTHON_STARTUP",
     "SHELL_MARKER",
@@ -50,7 +51,20 @@ PROMPT = "dsh> "
 # effect of expanding its pattern, restores PROMPT_COMMAND when it is unset or empty.
 PS1 = '\\[\\e]133;D;${?#"${PROMPT_COMMAND:=$DSH_PROMPT_COMMAND}"}\\a\\]' + PROMPT
 
-PROMPT_COMMAND = 'export PROMPT_COMMAND PS1="$DSH_PS1"'
+# An exit the shell takes itself (``exit 137``, end of input) runs its EXIT trap, which
+# prints this with the status; a death by a signal prints nothing. Outside a sandbox the
+# wait status tells the two apart; bubblewrap reports a death by signal n as exit status
+# 128+n, so a confined session tells them apart by whether this came last (SPEC §27.4).
+EXIT_MARKER_PREFIX = b"\x1b]133;E;"
+
+# The EXIT trap is set once per shell, at its first prompt (a nested shell sets its own):
+# a variable the shell does not export says it is set, so a later ``trap ... EXIT`` of
+# the user's own is never replaced.
+PROMPT_COMMAND = (
+    'export PROMPT_COMMAND PS1="$DSH_PS1"; '
+    "[ -n \"${__dsh_exit_trap-}\" ] || "
+    "{ __dsh_exit_trap=1; trap 'printf \"\\033]133;E;%s\\007\" \"$?\"' EXIT; }"
+)
 
 
 # Every shell carries these, and so does everything it runs: how a census finds them.

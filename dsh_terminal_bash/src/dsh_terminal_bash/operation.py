@@ -50,6 +50,9 @@ class BashSendOperation:
         self.forget_cancel: Callable[[], None] | None = None
         # The send's wait_for, fed what it collects; None for most sends.
         self.matcher: LineMatcher | None = None
+        # Whether the terminal echoed the input as it was written (its modes then): only
+        # then may the result drop the echoed line. Unknown until the write.
+        self.echoed = False
 
     def append(self, text: str, newlines: int | None = None) -> None:
         if self.collecting:

@@ -24,11 +24,17 @@ Grammar (7-bit, as xterm reads UTF-8 output):
   already emitted, so it is applied where text leaves for a reader
   (:mod:`dsh_terminal_core.registry.overstrike`). 8-bit C1 bytes are not controls in a
   UTF-8 stream; they reach the decoder and come out as U+FFFD unless part of a character.
-* CRLF and a lone CR both become LF, judged on the stream with escapes removed. A CR at
-  the end of a chunk is held until the next byte is known, so a CRLF split across chunks
-  is one newline. A CR still held when a prompt marker comes ended the line before the
-  marker: its newline is text after the marker, but not part of the prompt tail
-  (``printf 'x\r'`` and then a prompt still leaves exactly the prompt as the tail).
+* CRLF and CR-CR-LF become LF, judged on the stream with escapes removed; a CR that
+  no LF follows (a run of them counts as one) stays in the text as one CR: it returns
+  to the start of the line, and what follows overwrites it, as a terminal shows a
+  progress line. Like BS it is applied where text leaves for a reader
+  (:mod:`dsh_terminal_core.registry.overstrike`), so ``X 0%\rX Done\r\r\n`` is one
+  line reading ``X Done``, never three. A CR at the end of a chunk is held until the
+  next byte is known, so a CRLF split across chunks is one newline. A CR still held
+  when a prompt marker comes ended the line before the marker, as the prompt starts
+  its own: its newline is text after the marker, but not part of the prompt tail
+  (``printf 'x\r'`` and then a prompt still shows ``x`` and leaves exactly the prompt
+  as the tail).
 * The rest is decoded as UTF-8 incrementally, invalid bytes becoming U+FFFD.
 
 The prompt marker is the OSC ``133;D`` (``ESC ] 133;D;<exit code> BEL``, ST also
@@ -61,6 +67,13 @@ _ESC = b"\x1b"
 _CR = b"\r"
 # A CR that is not the first half of a CRLF.
 _LONE_CR = re.compile(rb"\r[^\n]")
+# A run of CRs and the LF that may end it: CRLF and CR-CR-LF end a line; a run without
+# one returns to the line's start, and stays in the text as one CR.
+_CR_RUN = re.compile(rb"\r+(\n?)")
+
+
+def _return_or_newline(run: re.Match[bytes]) -> bytes:
+    return b"\n" if run.group(1) else _CR
 
 # Controls that carry no text: C0 except BS, TAB, LF, CR and ESC (ESC starts a sequence),
 # and DEL. BS is kept for :mod:`dsh_terminal_core.overstrike`.
@@ -149,6 +162,8 @@ class Sanitizer:
         # A CR was held when the latest marker came: the newline it turns into belongs to
         # the line before the marker, so the prompt tail skips it.
         self._cr_before_marker = False
+        # The CR held now came before a prompt marker: whatever follows, it ends a line.
+        self._cr_ends_line = False
 
     @property
     def prompt_tail(self) -> str | None:
@@ -206,7 +221,7 @@ class Sanitizer:
         body = buf[start + _MARKER_BODY_START : end - terminator]
         before = self._emit(buf[:start]) if start else ""
         marker = Marker(exit_code=_exit_code(body, len(body)), text_offset=len(before))
-        self._cr_before_marker = self._pending_cr
+        self._cr_before_marker = self._cr_ends_line = self._pending_cr
         after = self._emit(buf[end:]) if end < len(buf) else ""
         self._last_exit_code = marker.exit_code
         self._tail = ""
@@ -223,7 +238,7 @@ class Sanitizer:
         self._held_elided = 0
         text = ""
         if self._pending_cr:
-            self._pending_cr = False
+            self._pending_cr = self._cr_ends_line = False
             text = self._decoder.decode(b"\n")
         text += self._decoder.decode(b"", final=True)
         self._decoder.reset()
@@ -245,7 +260,7 @@ class Sanitizer:
             parts.append(piece)
             length += len(piece)
             markers.append(Marker(exit_code=_exit_code(body, body_len), text_offset=length))
-            self._cr_before_marker = self._pending_cr
+            self._cr_before_marker = self._cr_ends_line = self._pending_cr
             segment_start = match.end()
         piece = self._emit(buf[segment_start:end])
         parts.append(piece)
@@ -307,14 +322,28 @@ class Sanitizer:
                 return data.decode("ascii")  # what the decoder gives, without its layers
             return self._decoder.decode(data)
         data = data.translate(None, _DROPPED)
+        if not data:
+            return ""  # a held CR stays held: the byte that decides it is still to come
         if self._pending_cr:
-            data = _CR + data
             self._pending_cr = False
+            if self._cr_ends_line:
+                # Held when a prompt marker came: it ended the line before the prompt.
+                data = data.lstrip(_CR)
+                if not data:
+                    self._pending_cr = True  # still held: only CRs came yet
+                    return ""
+                self._cr_ends_line = False
+                if not data.startswith(b"\n"):
+                    data = b"\n" + data
+            else:
+                data = _CR + data
         if data.endswith(_CR):
+            # Held until the next byte says whether it ends the line (CRLF) or returns
+            # to its start; a run of CRs is one return.
             self._pending_cr = True
-            data = data[:-1]
+            data = data.rstrip(_CR)
         if _CR in data:
-            data = data.replace(b"\r\n", b"\n").replace(_CR, b"\n")
+            data = _CR_RUN.sub(_return_or_newline, data)
         return self._decoder.decode(data)
 
     def _note_text(self, text: str) -> None:

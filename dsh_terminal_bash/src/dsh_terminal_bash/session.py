@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 from collections.abc import Callable
 
 import attrs
@@ -30,7 +31,7 @@ from dsh_terminal_core.registry.overstrike import render
 from dsh_terminal_core.registry.scrollback import Scrollback
 
 from .config import BashConfig
-from .environment import PROMPT
+from .environment import EXIT_MARKER_PREFIX, PROMPT
 from .interrupts import CancelEnforcement
 from .keys import encode_keys
 from .modes import ModeTracker
@@ -80,8 +81,17 @@ class BashSession(SessionProbe, CancelEnforcement):
         session_id: str,
         *,
         screen: ScreenEmulator | None = None,
+        signals_folded: bool = False,
     ) -> None:
+        """``signals_folded``: the process's exit status reports a death by signal n as
+        exit status 128+n (the shell runs under bubblewrap), so the session tells a
+        death from an ``exit`` by the shell's exit marker (``EXIT_MARKER_PREFIX``)."""
         self._process = process
+        self._signals_folded = signals_folded
+        # The two latest pieces of output, kept by reference: the exit marker is the last
+        # thing an exiting shell prints, and may straddle two reads.
+        self._last_output = b""
+        self._output_before = b""
         self._config = config
         self.session_id = session_id
         self._sanitizer = Sanitizer(max_escape_bytes=config.max_read_bytes)
@@ -175,6 +185,7 @@ class BashSession(SessionProbe, CancelEnforcement):
                 callback()
 
     def _on_output(self, data: bytes) -> None:
+        self._output_before, self._last_output = self._last_output, data
         self._modes.feed(data)
         if self._screen is not None:
             self._screen.feed(data)
@@ -235,12 +246,31 @@ class BashSession(SessionProbe, CancelEnforcement):
             self._status = SessionStatus(kind="exited", exit_code=None, signal=None)
         else:
             status = done.result()
-            self._status = SessionStatus(
-                kind="exited", exit_code=status.exit_code, signal=status.signal
-            )
+            code, signal_name = status.exit_code, status.signal
+            if self._signals_folded and code is not None:
+                code, signal_name = self._unfolded(code)
+            self._status = SessionStatus(kind="exited", exit_code=code, signal=signal_name)
         if self._readiness is not None:
             self._readiness.on_exit()
         self._notify()
+
+    def _unfolded(self, code: int) -> tuple[int | None, str | None]:
+        """(exit code, signal) for an exit status in which a death by signal n reads 128+n.
+
+        The shell's EXIT trap prints its status as it exits (``EXIT_MARKER_PREFIX``); a
+        shell killed by a signal runs no trap. So 128+n without that marker as the last
+        output is the death by signal n, and with it a real ``exit 128+n``.
+        """
+        if not 128 < code < 128 + signal.NSIG:
+            return code, None
+        tail = (self._output_before[-64:] + self._last_output)[-64:]
+        at = tail.rfind(EXIT_MARKER_PREFIX)
+        if at >= 0 and tail[at + len(EXIT_MARKER_PREFIX) :].rstrip(b"\x07") == str(code).encode():
+            return code, None
+        try:
+            return None, signal.Signals(code - 128).name
+        except ValueError:
+            return code, None
 
     # -- startup ----------------------------------------------------------------------
 
@@ -362,6 +392,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         waiting = request.text == "" and not request.submit
         op.collecting = waiting  # a send that types collects once the write fence passed
         op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
+        op.viewport.lines = self._scrollback
         if self._status.kind == "exited":
             op.settle(self._result(op, Settlement(reason=WaitReason.SESSION_EXIT), request))
             return
@@ -514,6 +545,8 @@ class BashSession(SessionProbe, CancelEnforcement):
             self._typed_secret = secret.reveal()
         op.collecting = not op.done.done()
         op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
+        op.viewport.lines = self._scrollback
+        op.echoed = secret is None and self._echoes(before)
         readiness = self._readiness
         if readiness is not None and self._op is op:
             readiness.on_write_start(before)
@@ -584,7 +617,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         text = op.viewport.text()
         if settlement.by_prompt and text.endswith(PROMPT):
             text = text[: -len(PROMPT)]
-        text = self._strip_echo(text, request)
+        text = self._strip_echo(text, request, op.echoed)
         screen = None
         if self._screen is not None and (self._screen.take_drawn() or self._screen.alternate):
             # The program drew a screen: show it instead of the stream of escapes.
@@ -602,10 +635,25 @@ class BashSession(SessionProbe, CancelEnforcement):
             listening=self._new_listeners(),
         )
 
-    def _strip_echo(self, text: str, request: SendRequest) -> str:
-        """Drop the echoed command line when it is exactly identifiable (a token saving)."""
+    def _echoes(self, before: Foreground | None) -> bool:
+        """Whether input written now comes back as echo, judged on the terminal's modes.
+
+        With ECHO set the terminal echoes it; with ECHO clear and ICANON clear the reader
+        runs its own line editor and echoes (bash's and python's readline). ECHO clear in
+        canonical mode is input nobody echoes (``stty -echo; cat``, ``read -s``): what
+        comes back is the program's own output, never to be dropped. Modes that cannot be
+        read count as no echo, for the same reason.
+        """
+        if before is not None:
+            return before.echo or not before.canonical
+        modes = self._process.terminal_modes()
+        return modes is not None and (modes[0] or not modes[1])
+
+    def _strip_echo(self, text: str, request: SendRequest, echoed: bool) -> str:
+        """Drop the echoed command line when the terminal echoed it and it is exactly
+        identifiable (a token saving)."""
         line = request.text
-        if not request.submit or not line or "\n" in line or "\r" in line:
+        if not echoed or not request.submit or not line or "\n" in line or "\r" in line:
             return text
         if len(PROMPT) + len(line) >= self._config.cols - 1:
             return text  # readline echoes long lines in horizontal-scroll form

@@ -10,7 +10,8 @@ whole and only joined and cut when read.
 from __future__ import annotations
 
 from dsh_terminal_core.kernel.textbounds import TailBuffer, utf8_head, utf8_len
-from dsh_terminal_core.registry.overstrike import BS, render
+from dsh_terminal_core.registry.overstrike import needs_render, render
+from dsh_terminal_core.registry.scrollback import Scrollback
 
 __all__ = ["HEAD_TAIL_MIN_BYTES", "MARKER_ROOM", "TailBuffer", "ViewportBuffer"]
 
@@ -42,6 +43,9 @@ class ViewportBuffer:
         #: The 0-based scrollback number of the line the output starts on (set once the
         #: send knows it; a plain attribute, since it is set on every send).
         self.first_line = first_line
+        #: The scrollback the output also went to, set with ``first_line``: what it still
+        #: retains decides which omitted lines a hint may offer to read.
+        self.lines: Scrollback | None = None
         split = max_bytes >= HEAD_TAIL_MIN_BYTES
         self._head_room = (max_bytes - MARKER_ROOM) // 2 if split else 0
         self._tail_room = max_bytes - MARKER_ROOM - self._head_room if split else max_bytes
@@ -96,12 +100,16 @@ class ViewportBuffer:
     def text(self) -> str:
         """Return the viewport: all of the output, or its head, one omission line, its tail.
 
-        Backspaces are applied as a terminal shows them (:mod:`dsh_terminal_core.overstrike`).
+        The omission line offers to read only lines the scrollback (``lines``) still
+        holds, and says how many of the omitted ones are gone for good.
+
+        Backspaces and returns are applied as a terminal shows them
+        (:mod:`dsh_terminal_core.registry.overstrike`).
         """
         head = "".join(self._head)
         if self._tail is None or not self._tail.truncated:
             text = head if self._tail is None else head + self._tail.text()
-            return render(text) if BS in text else text
+            return render(text) if needs_render(text) else text
         tail = self._tail.text()
         head, tail = render(head), render(tail)
         if self._head_room == 0:
@@ -121,13 +129,8 @@ class ViewportBuffer:
         omitted = self._bytes - utf8_len(head) - utf8_len(tail)
         begin = self.first_line + first + 1
         end = self.first_line + max(last, first) + 1
-        if end > begin:
-            what = (
-                f"{end - begin + 1} lines ({omitted} bytes) omitted: lines {begin}-{end}; read them"
-            )
-        else:
-            what = f"{omitted} bytes of line {begin} omitted; read it"
-        marker = f"[… {what} with terminal_read offset={begin} …]\n"
+        first_retained = self.lines.first_line if self.lines is not None else 0
+        marker = _omission(begin, end, omitted, first_retained + 1)
         joint = "" if not head or head_whole else "\n"
         return f"{head}{joint}{marker}{tail}"
 
@@ -146,3 +149,26 @@ class ViewportBuffer:
         truncated = self._new.truncated
         self._new.clear()
         return text, truncated
+
+
+def _omission(begin: int, end: int, omitted: int, retained: int) -> str:
+    """The line in place of lines ``begin``-``end`` (1-based), ``omitted`` bytes.
+
+    ``retained`` is the oldest line the scrollback still holds: a hint to read lines
+    before it would return others, so it names only lines from there on and says how
+    many of the omitted ones are gone.
+    """
+    if end > begin:
+        what = f"{end - begin + 1} lines ({omitted} bytes) omitted: lines {begin}-{end}"
+    else:
+        what = f"{omitted} bytes of line {begin} omitted"
+    if retained <= begin:
+        them = "them" if end > begin else "it"
+        return f"[… {what}; read {them} with terminal_read offset={begin} …]\n"
+    if retained > end:
+        gone = "all of them are" if end > begin else "it is"
+        return f"[… {what}; {gone} gone for good, past the scrollback's limit …]\n"
+    return (
+        f"[… {what}; lines {begin}-{retained - 1} are gone for good, past the scrollback's "
+        f"limit; read lines {retained}-{end} with terminal_read offset={retained} …]\n"
+    )

@@ -36,7 +36,7 @@ import attrs
 
 from ..kernel.subscribe import subscribe
 from ..kernel.textbounds import utf8_head, utf8_len, utf8_tail
-from .overstrike import BS, render, render_lines
+from .overstrike import needs_render, render, render_lines
 from .types import ReadResult, RetainedLines
 
 __all__ = ["Scrollback", "ScrollbackImage"]
@@ -375,7 +375,7 @@ class Scrollback:
         if self._observers:
             for observer in tuple(self._observers):
                 observer(text)
-        if not self._overstruck and BS in text:
+        if not self._overstruck and needs_render(text):
             self._overstruck = True
         last_newline = text.rfind("\n")
         if last_newline < 0:
