@@ -324,15 +324,17 @@ async def test_scrollback_read_pages_by_absolute_line() -> None:
         await send(h, agent, sid, "seq 1 300")
         from dsh_terminal_core.registry import ReadRequest
 
-        page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=0, count=1000))
+        page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=1, count=1000))
         lines = page.text.split("\n")
         first = lines.index("1")
-        window = h.ctx.terminals.read(agent, sid, ReadRequest(offset=first + 99, count=3))
+        # Lines are numbered from 1: "1" is line first + 1, so "100" is first + 100.
+        window = h.ctx.terminals.read(agent, sid, ReadRequest(offset=first + 100, count=3))
         assert window.text == "100\n101\n102"
-        assert (window.line_begin, window.line_end) == (first + 99, first + 102)
-        with pytest.raises(TerminalError) as info:
-            h.ctx.terminals.read(agent, sid, ReadRequest(offset=-1, count=3))
-        assert info.value.code == "INVALID_ARGUMENT"
+        assert (window.line_begin, window.line_end) == (first + 100, first + 102)
+        for offset in (-1, 0):
+            with pytest.raises(TerminalError) as info:
+                h.ctx.terminals.read(agent, sid, ReadRequest(offset=offset, count=3))
+            assert info.value.code == "INVALID_ARGUMENT"
 
 
 async def test_motd_and_session_identity_in_the_environment() -> None:

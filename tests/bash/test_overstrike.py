@@ -73,7 +73,7 @@ def test_scrollback_applies_a_backspace_that_came_in_a_later_piece() -> None:
     scrollback = Scrollback()
     for piece in ["Working |", "\b/", "\b-", "\b done\n", "N", "\bNAME\n", "pro", "\b"]:
         scrollback.append(piece)
-    assert scrollback.read(0, 10, 10_000).text == "Working  done\nNAME\npro"
+    assert scrollback.read(1, 10, 10_000).text == "Working  done\nNAME\npro"
     assert scrollback.lines_since(0)[0] == ["Working  done", "NAME"]
     assert scrollback.open_line == "pro"
     assert scrollback.tail_text(100) == "Working  done\nNAME\npro"

@@ -118,8 +118,9 @@ def small_blocks(bulk_lines: int | None = None, merge_chars: int = 8) -> Iterato
 
 
 def read_tuple(sb: Scrollback, offset: int, count: int, max_bytes: int) -> Page:
-    r = sb.read(offset, count, max_bytes)
-    return r.text, r.total_lines, r.line_begin, r.line_end, r.truncated
+    """A read by 0-based position, as the model counts (``Scrollback.read`` from 1)."""
+    r = sb.read(offset + 1, count, max_bytes)
+    return r.text, r.total_lines, r.line_begin - 1, r.line_end, r.truncated
 
 
 def assert_same(sb: Scrollback, model: Naive) -> None:
@@ -242,27 +243,27 @@ def test_line_bound_keeps_the_tail_and_numbers_absolutely() -> None:
     sb = Scrollback(max_lines=3, max_bytes=1000)
     sb.append("".join(f"l{i}\n" for i in range(10)))
     assert (sb.total_lines, sb.first_line, sb.dropped) == (10, 7, True)
-    r = sb.read(7, 10, 1000)
-    assert (r.text, r.line_begin, r.line_end, r.truncated) == ("l7\nl8\nl9", 7, 10, False)
+    r = sb.read(8, 10, 1000)
+    assert (r.text, r.line_begin, r.line_end, r.truncated) == ("l7\nl8\nl9", 8, 10, False)
     sb.append("open")
     assert (sb.total_lines, sb.first_line) == (11, 8)  # the open line counts against the bound
-    assert sb.read(0, 10, 1000).text == "l8\nl9\nopen"
+    assert sb.read(1, 10, 1000).text == "l8\nl9\nopen"
 
 
 def test_byte_bound_drops_whole_lines() -> None:
     sb = Scrollback(max_lines=100, max_bytes=10)
     sb.append("aaa\nbbb\nccc\n")
-    assert sb.read(0, 10, 100).text == "bbb\nccc"
+    assert sb.read(1, 10, 100).text == "bbb\nccc"
     assert sb.retained_bytes == 8 and sb.dropped
 
 
 def test_single_line_over_byte_bound_keeps_its_tail() -> None:
     sb = Scrollback(max_lines=10, max_bytes=8)
     sb.append("0123456789abc\n")
-    assert sb.read(0, 1, 100).text == "6789abc"
+    assert sb.read(1, 1, 100).text == "6789abc"
     assert sb.retained_bytes == 8
     sb.append("é" * 10)
-    assert sb.read(1, 1, 100).text == "éééé" and sb.retained_bytes == 8
+    assert sb.read(2, 1, 100).text == "éééé" and sb.retained_bytes == 8
 
 
 def test_open_line_grows_and_completes() -> None:
@@ -296,28 +297,28 @@ def test_lines_since_never_resends_and_survives_trimming() -> None:
 def test_read_paging_by_bytes_always_advances() -> None:
     sb = Scrollback()
     sb.append("short\n" + "y" * 50 + "\nend\n")
-    r = sb.read(0, 10, 20)
+    r = sb.read(1, 10, 20)
     assert (r.text, r.line_end, r.truncated) == ("short", 1, True)
-    r = sb.read(r.line_end, 10, 20)
+    r = sb.read(r.line_end + 1, 10, 20)
     assert (r.text, r.line_end, r.truncated) == ("y" * 20, 2, True)
-    r = sb.read(r.line_end, 10, 20)
+    r = sb.read(r.line_end + 1, 10, 20)
     assert (r.text, r.line_end, r.truncated) == ("end", 3, False)
 
 
 def test_read_cuts_on_code_points() -> None:
     sb = Scrollback()
     sb.append("€€€\n")
-    r = sb.read(0, 1, 7)
+    r = sb.read(1, 1, 7)
     assert r.text == "€€" and r.truncated
 
 
 def test_read_offset_below_first_line_starts_there() -> None:
     sb = Scrollback(max_lines=2)
     sb.append("a\nb\nc\nd\n")
-    r = sb.read(0, 1, 100)
-    assert (r.text, r.line_begin, r.line_end, r.truncated, r.total_lines) == ("c", 2, 3, True, 4)
-    r = sb.read(9, 5, 100)
-    assert (r.text, r.line_begin, r.line_end, r.truncated) == ("", 4, 4, False)
+    r = sb.read(1, 1, 100)
+    assert (r.text, r.line_begin, r.line_end, r.truncated, r.total_lines) == ("c", 3, 3, True, 4)
+    r = sb.read(10, 5, 100)
+    assert (r.text, r.line_begin, r.line_end, r.truncated) == ("", 5, 4, False)  # none
 
 
 def test_tail_text() -> None:
@@ -336,7 +337,7 @@ def test_rejects_bad_arguments() -> None:
     with pytest.raises(ValueError):
         Scrollback(max_bytes=0)
     with pytest.raises(ValueError):
-        Scrollback().read(-1, 1, 10)
+        Scrollback().read(0, 1, 10)
 
 
 @pytest.mark.parametrize("chunk", [3001, 40_001])
@@ -391,7 +392,7 @@ def test_a_huge_line_followed_by_a_prompt_keeps_its_tail() -> None:
     sb = Scrollback(max_lines=100, max_bytes=1000)
     sb.append("x" * 5000 + "END\n")
     sb.append("dsh> ")
-    page = sb.read(0, 10, 10_000)
+    page = sb.read(1, 10, 10_000)
     first, prompt = page.text.split("\n")
     assert prompt == "dsh> "
     assert first.endswith("xxxEND") and len(first.encode()) + 1 + len(prompt) <= 1000

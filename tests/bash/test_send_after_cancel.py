@@ -27,7 +27,7 @@ async def _running(h, agent, sid: str, text: str, **extra: object):  # type: ign
     """Start ``text`` and return once its command is running (its output has begun)."""
     op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=text, **extra))
     session = h.ctx.terminals.get_session(agent, sid)
-    while "started" not in session.scrollback.read(0, 10_000, 100_000).text:
+    while "started" not in session.scrollback.read(1, 10_000, 100_000).text:
         await asyncio.sleep(0.01)
     return op
 
@@ -48,7 +48,7 @@ async def test_a_send_in_the_step_after_a_cancel_is_accepted_and_typed_after_it(
         assert after.viewport == "back\n"
         page = await send(h, agent, sid, "echo done")
         assert page.viewport == "done\n"
-        scrollback = h.ctx.terminals.get_session(agent, sid).scrollback.read(0, 1000, 100_000)
+        scrollback = h.ctx.terminals.get_session(agent, sid).scrollback.read(1, 1000, 100_000)
         assert "SLEPT\n" not in scrollback.text.replace("echo SLEPT", "")
 
 
@@ -79,7 +79,7 @@ async def test_a_follower_cancelled_while_it_waits_types_nothing() -> None:
             with pytest.raises(OperationCancelled):
                 await follower.done
             assert not op.done.done()
-        text = h.ctx.terminals.get_session(agent, sid).scrollback.read(0, 1000, 100_000).text
+        text = h.ctx.terminals.get_session(agent, sid).scrollback.read(1, 1000, 100_000).text
         assert "never" not in text
 
 

@@ -665,8 +665,8 @@ async def test_read_pages_through_the_backend(
     owner = Agent("a")
     sid = (await service.spawn(owner, FAKE)).session_id
     only_session(backend).emit("one\ntwo\nthree\n")
-    page = service.read(owner, sid, ReadRequest(offset=1, count=1))
-    assert (page.text, page.total_lines, page.line_begin, page.line_end) == ("two", 3, 1, 2)
+    page = service.read(owner, sid, ReadRequest(offset=2, count=1))
+    assert (page.text, page.total_lines, page.line_begin, page.line_end) == ("two", 3, 2, 2)
     assert page.truncated
     assert service.read(owner, sid, ReadRequest(count=10_000)).text == "one\ntwo\nthree"
     await owner.dispose()
@@ -676,6 +676,7 @@ async def test_read_pages_through_the_backend(
     "request_",
     [
         ReadRequest(offset=-1),
+        ReadRequest(offset=0),  # lines are numbered from 1
         ReadRequest(offset=True),
         ReadRequest(offset=1.0),  # type: ignore[arg-type]
         ReadRequest(count=0),

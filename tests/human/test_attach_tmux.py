@@ -104,7 +104,7 @@ async def test_attach_watches_takes_control_types_and_restores_the_terminal(
             tmux.keys("echo from-tmux", "Enter")
             session = h.ctx.terminals.get_session(agent, sid)
             await until(
-                lambda: "\nfrom-tmux" in session.read(ReadRequest(offset=0, count=500)).text
+                lambda: "\nfrom-tmux" in session.read(ReadRequest(offset=1, count=500)).text
             )
             await until(lambda: "\nfrom-tmux" in tmux.pane())
             tmux.keys("C-]", "d")  # detaching hands back

@@ -78,7 +78,7 @@ async def test_a_person_watches_takes_over_types_and_hands_back() -> None:
                 session = h.ctx.terminals.get_session(agent, sid)
 
                 def output() -> None:
-                    text = session.read(ReadRequest(offset=0, count=10_000)).text
+                    text = session.read(ReadRequest(offset=1, count=10_000)).text
                     if not seen_at and "live-1\n" in text:
                         seen_at.append(time.time() * 1000)
 
@@ -134,4 +134,4 @@ async def test_a_person_watches_takes_over_types_and_hands_back() -> None:
                     while h.ctx.terminals.in_human_control(agent, sid):
                         await anyio.sleep(0.05)
                 assert [n.kind for n in agent.drain_notices()] == ["human_returned"]
-            assert "typed-read-only" not in session.read(ReadRequest(offset=0, count=500)).text
+            assert "typed-read-only" not in session.read(ReadRequest(offset=1, count=500)).text

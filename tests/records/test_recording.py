@@ -141,6 +141,33 @@ async def test_past_max_bytes_the_recording_ends_with_a_marker(tmp_path: Path) -
     assert "still-here" not in path.read_text()
 
 
+async def test_a_capped_recording_keeps_the_output_up_to_its_cap(tmp_path: Path) -> None:
+    """SPEC §27.5: the chunk that passes the cap is cut, not dropped whole."""
+    recordings = tmp_path / "casts"
+    config = records_config(recordings, recording={"max_bytes": 65536})
+    async with records_harness(config) as h:
+        agent = h.create_agent("a")
+        sid = (await call(h, agent, "terminal_open", {"type": "shell"}))["sessionId"]
+        await call(h, agent, "terminal_send", {"sessionId": sid, "text": "seq 1 300000"})
+    path = only_cast(recordings)
+    assert 60_000 <= path.stat().st_size <= 65536
+    _, events = read_cast(path)
+    assert events[-1][1:] == ["m", "recording stopped: max_bytes (65536) reached"]
+    output = "".join(event[2] for event in events if event[1] == "o")
+    numbers = re.findall(r"^(\d+)\r$", output.split("seq 1 300000", 1)[1], re.MULTILINE)
+    # Every line up to the cut, in order, and thousands of them, not the header alone.
+    assert len(numbers) > 5000
+    assert [int(n) for n in numbers] == list(range(1, len(numbers) + 1))
+    # The asciinema client reads it back whole.
+    played = subprocess.run(
+        [str(Path(sys.executable).with_name("asciinema")), "cat", str(path)],
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    assert f"\r\n{numbers[-1]}\r\n".encode() in played.stdout
+
+
 async def test_a_full_disk_ends_the_recording_and_the_session_goes_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -148,7 +148,7 @@ async def test_nul_bytes_printed_and_typed() -> None:
         typed = await send(h, agent, sid, "echo left\x00right")
         assert (typed.wait_reason, typed.exit_code) == (WaitReason.STDIN_READ, 0)
         assert "\x00" not in typed.viewport and typed.viewport.endswith("leftright\n")
-        page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=0, count=100))
+        page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=1, count=100))
         assert "\x00" not in page.text
         after = await send(h, agent, sid, "echo fine")
         assert after.viewport == "fine\n"
@@ -165,7 +165,7 @@ async def test_invalid_utf8_becomes_replacement_characters() -> None:
         # One character split across two writes (two PTY reads) is decoded whole.
         split = await send(h, agent, sid, r"printf '\xe6'; sleep 0.1; printf '\xbc\xa2\n'")
         assert split.viewport == "漢\n"
-        page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=0, count=100)).text
+        page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=1, count=100)).text
         assert "\ufffd\ufffd" in page and "漢" in page
 
 

@@ -69,7 +69,7 @@ async def test_open_send_read_list_close_values_and_text(tmp_path: Path) -> None
             agent, "terminal_read", {"sessionId": sid, "offset": 4, "count": 50}
         )
         [fourth, *_] = nxt.value["text"].split("\n")
-        assert fourth == h.ctx.terminals.read(agent, sid, ReadRequest(offset=3, count=1)).text
+        assert fourth == h.ctx.terminals.read(agent, sid, ReadRequest(offset=4, count=1)).text
         last = nxt.value["lineEnd"]
         assert last - 4 + 1 == len(nxt.value["text"].split("\n"))  # the range counts what is shown
         assert nxt.text.startswith(f"[{sid} lines 4-{last} of {nxt.value['totalLines']}]")

@@ -171,12 +171,12 @@ async def test_a_killed_harness_sessions_come_back_to_one_with_its_key(
         terminals = h.ctx.terminals
 
         def ticked() -> bool:
-            page = terminals.read(agent, sid, ReadRequest(offset=0, count=500))
+            page = terminals.read(agent, sid, ReadRequest(offset=1, count=500))
             return "tick-3" in page.text
 
         await _until(ticked)
         # Everything printed while no harness was attached, by absolute line.
-        page = terminals.read(agent, sid, ReadRequest(offset=0, count=500))
+        page = terminals.read(agent, sid, ReadRequest(offset=1, count=500))
         lines = page.text.splitlines()
         assert lines.index("tick-1") < lines.index("tick-2") < lines.index("tick-3")
         # The send the old harness left running is this session's until it settles.

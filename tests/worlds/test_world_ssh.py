@@ -74,7 +74,7 @@ async def test_a_world_over_ssh_settles_sends_exactly(sshd: Sshd, tmp_path: Path
             repl = await h.ctx.terminals.start_send(agent, sid, SendRequest(text="6*7")).done
             assert repl.wait_reason is WaitReason.STDIN_READ and "42" in repl.viewport
             await h.ctx.terminals.start_send(agent, sid, SendRequest(text="exit()")).done
-            page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=0, count=500))
+            page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=1, count=500))
             assert "over-ssh" in page.text
         finally:
             await agent.dispose()

@@ -73,7 +73,7 @@ async def test_reads_come_from_a_mirror_numbered_as_the_world_numbers() -> None:
             agent, sid, SendRequest(text="for i in $(seq 1 300); do echo line-$i; done")
         ).done
         assert done.wait_reason is WaitReason.STDIN_READ
-        page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=100, count=3))
+        page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=101, count=3))
         assert page.text.splitlines() == ["line-100", "line-101", "line-102"]
         lines, cursor = h.ctx.terminals.complete_lines_since(agent, sid, 0)
         assert lines[1:4] == ["line-1", "line-2", "line-3"] and cursor == len(lines)
@@ -256,7 +256,7 @@ async def test_a_secret_is_typed_in_the_world_and_never_seen_here() -> None:
             agent, sid, SendRequest(text="", secret=Secret("hunter2-in-world"))
         ).done
         assert typed.wait_reason is WaitReason.STDIN_READ and "len=16" in typed.viewport
-        page = terminals.read(agent, sid, ReadRequest(offset=0, count=500))
+        page = terminals.read(agent, sid, ReadRequest(offset=1, count=500))
         assert "hunter2" not in page.text and "hunter2" not in typed.viewport
         # Not at a hidden prompt now: refused here, nothing sent.
         with pytest.raises(TerminalError) as refused:
@@ -284,7 +284,7 @@ async def test_signal_and_resize_reach_the_world() -> None:
 
 async def _until_running(h: Harness, agent: Agent, sid: str) -> None:
     # The echo of the typed line is in the mirror once the world's shell has read it.
-    while "sleep 30" not in h.ctx.terminals.read(agent, sid, ReadRequest(offset=0)).text:
+    while "sleep 30" not in h.ctx.terminals.read(agent, sid, ReadRequest(offset=1)).text:
         await asyncio.sleep(0.01)
 
 

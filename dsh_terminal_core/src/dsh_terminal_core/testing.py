@@ -155,8 +155,9 @@ class FakeSession:
         return op
 
     def read(self, request: ReadRequest) -> ReadResult:
-        page = self.lines[request.offset : request.offset + request.count]
-        end = request.offset + len(page)
+        first = request.offset - 1  # lines are numbered from 1
+        page = self.lines[first : first + request.count]
+        end = first + len(page)
         return ReadResult(
             text="\n".join(page),
             total_lines=len(self.lines),

@@ -88,14 +88,14 @@ def search_value(result: SearchResult) -> SearchValue:
     return {
         "matches": [
             {
-                "lineNumber": match.line_number + 1,
+                "lineNumber": match.line_number,
                 "line": match.line,
                 "before": list(match.before),
                 "after": list(match.after),
             }
             for match in result.matches
         ],
-        "searched": {"lineBegin": result.line_begin + 1, "lineEnd": result.line_end},
+        "searched": {"lineBegin": result.line_begin, "lineEnd": result.line_end},
         "truncated": result.truncated,
     }
 

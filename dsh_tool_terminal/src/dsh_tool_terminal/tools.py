@@ -311,7 +311,7 @@ def terminal_tools(
             exec_.agent,
             args["sessionId"],
             ReadRequest(
-                offset=args.get("offset", 1) - 1,
+                offset=args.get("offset", 1),
                 count=args.get("count", 500),
                 max_bytes=output_bytes,
             ),

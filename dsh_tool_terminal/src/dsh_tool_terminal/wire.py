@@ -206,9 +206,8 @@ def screen_read_value(result: ScreenRead) -> ReadValue:
 
 
 def read_value(result: ReadResult) -> ReadValue:
-    """Line numbers as a person reads them: 1-based, ``lineEnd`` inclusive.
+    """Line numbers as every surface counts them: from 1, ``lineEnd`` inclusive.
 
-    The service counts from 0 with an exclusive end; the model sees
     ``lineBegin..lineEnd`` = the lines shown, so ``lineEnd < lineBegin`` means none.
     ``more`` says where the next page starts when lines follow this one: the same
     hint as the text's ``[more: terminal_read offset=N]`` line, for clients that hand
@@ -217,12 +216,12 @@ def read_value(result: ReadResult) -> ReadValue:
     value: ReadValue = {
         "text": result.text,
         "totalLines": result.total_lines,
-        "lineBegin": result.line_begin + 1,
+        "lineBegin": result.line_begin,
         "lineEnd": result.line_end,
         "truncated": result.truncated,
     }
     if result.line_end < result.total_lines:
-        value["more"] = {"offset": max(result.line_end, result.line_begin) + 1}
+        value["more"] = {"offset": max(result.line_end + 1, result.line_begin)}
     return value
 
 

@@ -255,12 +255,12 @@ class WatchApp:
                     "cols": read.cols,
                     "status": status,
                 }, True
-        total = terminals.read(link.owner, link.session_id, ReadRequest(offset=0, count=1))
+        total = terminals.read(link.owner, link.session_id, ReadRequest(offset=1, count=1))
         page = terminals.read(
             link.owner,
             link.session_id,
             ReadRequest(
-                offset=max(0, total.total_lines - LINES_SHOWN),
+                offset=max(1, total.total_lines - LINES_SHOWN + 1),
                 count=LINES_SHOWN,
                 max_bytes=_VIEW_BYTES,
             ),

@@ -164,9 +164,14 @@ class Recorder:
     def _event(self, cast: _Cast, seconds: float, code: str, text: str) -> None:
         if cast.ended:
             return
-        body = json.dumps(text, ensure_ascii=False)
-        line = f'[{seconds:.6f}, "{code}", {body}]\n'.encode("utf-8", "backslashreplace")
-        if cast.counted + len(line) > cast.max_bytes - END_RESERVE:
+        line = _event_line(seconds, code, text)
+        room = cast.max_bytes - END_RESERVE - cast.counted
+        if len(line) > room:
+            # Keep what fits of this event, cut between characters (so on a UTF-8
+            # boundary): the recording holds the output up to its cap, then the marker.
+            kept = _fitting_prefix(seconds, code, text, room)
+            if kept:
+                cast.lines.append(_event_line(seconds, code, kept))
             label = f"recording stopped: max_bytes ({cast.max_bytes}) reached"
             cast.lines.append(f'[{seconds:.6f}, "m", {json.dumps(label)}]\n'.encode())
             self._write(cast)
@@ -243,6 +248,27 @@ def _frames(source: BinaryIO) -> Any:
             return
         yield marshal.loads(meta), data
 
+def _event_line(seconds: float, code: str, text: str) -> bytes:
+    """One asciicast v2 event line."""
+    body = json.dumps(text, ensure_ascii=False)
+    return f'[{seconds:.6f}, "{code}", {body}]\n'.encode("utf-8", "backslashreplace")
+
+
+def _fitting_prefix(seconds: float, code: str, text: str, room: int) -> str:
+    """The longest start of ``text`` whose event line takes at most ``room`` bytes.
+
+    Escaping makes a character take one to twelve bytes, so the cut is searched for;
+    it happens once per recording.
+    """
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if len(_event_line(seconds, code, text[:middle])) <= room:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]
+
 
 def main() -> int:
     # A Ctrl-C meant for the harness must not cut the files short: the end of input ends us.
@@ -264,3 +290,4 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+

@@ -127,7 +127,7 @@ def _nothing() -> None:
 
 
 def _lines(session: BackendSession) -> int:
-    return session.read(ReadRequest(offset=0, count=1)).total_lines
+    return session.read(ReadRequest(offset=1, count=1)).total_lines
 
 
 class HumanGate:
@@ -186,7 +186,7 @@ class HumanGate:
             raise TerminalError(f"session {session_id} was closed", "SESSION_CLOSED")
         control.state = "person"
         control._took_at = time.time()
-        control._line_begin = max(0, _lines(session) - 1)  # the line they type on
+        control._line_begin = max(1, _lines(session))  # the line they type on
         control._report = None
         _notify(
             owner,

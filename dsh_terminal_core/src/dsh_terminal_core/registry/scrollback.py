@@ -404,21 +404,25 @@ class Scrollback:
         return completed
 
     def read(self, offset: int, count: int, max_bytes: int) -> ReadResult:
-        """Return up to ``count`` lines from absolute line ``offset``, within ``max_bytes``.
+        """Return up to ``count`` lines from line number ``offset``, within ``max_bytes``.
 
-        An offset below :attr:`first_line` starts at the first retained line and reports
+        Lines are numbered from 1 here, as on every surface (SPEC §27.6): ``offset`` and
+        the result's ``line_begin`` are 1-based, ``line_end`` is the number of the last
+        line returned (``line_begin - 1`` when none). The other methods take 0-based
+        positions (:attr:`first_line`, cursors), which never leave the backends.
+        An offset before the first retained line starts at that line and reports
         ``truncated``. The open line is included when the range reaches it. The text
         (lines joined by ``\\n``) holds whole lines while they fit in ``max_bytes``; if
         not even the first fits, its head is returned and counted, so paging by
         ``line_end`` always advances. ``truncated`` is set whenever requested lines were
-        dropped or left out. Raises ValueError for a negative offset or count.
+        dropped or left out. Raises ValueError for an offset below 1 or a negative count.
         """
-        if offset < 0 or count < 0:
-            raise ValueError(f"offset and count must not be negative, got {offset}, {count}")
+        if offset < 1 or count < 0:
+            raise ValueError(f"offset must be >= 1 and count >= 0, got {offset}, {count}")
         total = self.total_lines
         first = self.first_line
         truncated = False
-        begin = offset
+        begin = offset - 1
         if begin < first:
             begin = first
             truncated = True
@@ -433,7 +437,7 @@ class Scrollback:
             text, taken = self._fit(lines, max_bytes)
             end = begin + taken
         return ReadResult(
-            text=text, total_lines=total, line_begin=begin, line_end=end, truncated=truncated
+            text=text, total_lines=total, line_begin=begin + 1, line_end=end, truncated=truncated
         )
 
     def lines_since(self, cursor: int) -> tuple[list[str], int]:

@@ -386,7 +386,7 @@ def search_retained(
     matches.reverse()
     return SearchResult(
         matches=tuple(matches),
-        line_begin=retained.line_begin,
+        line_begin=retained.line_begin + 1,
         line_end=retained.line_end,
         truncated=truncated,
     )
@@ -487,9 +487,9 @@ def _shown(chunk: _Chunk, hit: _Hit, lines: _Lines, context: int) -> SearchMatch
         first = len(_decode(data[:start]))
         line = _around(line, first, first + len(_decode(data[start:end])))
     if not context:
-        return SearchMatch(line_number=number, line=line)
+        return SearchMatch(line_number=number + 1, line=line)
     return SearchMatch(
-        line_number=number,
+        line_number=number + 1,
         line=line,
         before=lines.before(chunk, hit, context),
         after=lines.after(chunk, hit, context),

@@ -601,8 +601,10 @@ class TerminalSessionService(HumanGate):
         entry = self._authorize(owner, session_id)
         if not isinstance(request, ReadRequest):
             raise TerminalError("expected a ReadRequest", "INVALID_ARGUMENT")
-        if not is_int(request.offset) or request.offset < 0:
-            raise TerminalError("offset must be an integer >= 0", "INVALID_ARGUMENT")
+        if not is_int(request.offset) or request.offset < 1:
+            raise TerminalError(
+                "offset must be an integer >= 1 (lines are numbered from 1)", "INVALID_ARGUMENT"
+            )
         if not is_int(request.count) or not 1 <= request.count <= MAX_READ_COUNT:
             raise TerminalError(
                 f"count must be an integer from 1 to {MAX_READ_COUNT}", "INVALID_ARGUMENT"

@@ -257,15 +257,23 @@ class SendResult:
 
 @attrs.frozen(kw_only=True)
 class ReadRequest:
-    """``count`` lines from absolute line ``offset`` (0-based); ``max_bytes`` as for sends."""
+    """``count`` lines from line number ``offset``; ``max_bytes`` as for sends.
 
-    offset: int = 0
+    Lines are numbered from 1 on every surface — tools, this registry, searches, a
+    person's line ranges, wait-for matches — so a number read anywhere is an ``offset``
+    here (SPEC §27.6).
+    """
+
+    offset: int = 1
     count: int = 500
     max_bytes: int | None = None
 
 
 @attrs.frozen(kw_only=True)
 class ReadResult:
+    """A page of lines ``line_begin..line_end``, numbered from 1, both included
+    (``line_end == line_begin - 1``: none); ``total_lines`` is the number of the newest."""
+
     text: str
     total_lines: int
     line_begin: int
@@ -296,7 +304,7 @@ class SearchRequest:
 
 @attrs.frozen(kw_only=True)
 class SearchMatch:
-    """One matching line, numbered as :attr:`ReadRequest.offset` (absolute, from 0).
+    """One matching line, numbered as :attr:`ReadRequest.offset` takes it (from 1).
 
     ``line`` is the line as shown; one longer than 500 characters is shown as the 500
     around its match, with ``…`` where it was cut. ``before`` and ``after`` are the
@@ -312,7 +320,8 @@ class SearchMatch:
 
 @attrs.frozen(kw_only=True)
 class SearchResult:
-    """The matches, oldest first (newest last), over lines ``[line_begin, line_end)``.
+    """The matches, oldest first (newest last), over lines ``line_begin..line_end``
+    (numbered from 1, both included).
 
     ``truncated`` says older matches were left out: more than ``max_matches`` lines
     matched, or the kept ones filled ``max_bytes``.
@@ -329,8 +338,10 @@ class RetainedLines:
     """A snapshot of a session's retained lines, safe to read from any thread.
 
     ``segments`` are ``(first, text)`` pairs in line order: ``text`` holds whole lines,
-    each followed by ``"\\n"``, the first numbered ``first`` (as :attr:`ReadRequest.offset`);
-    together they are the lines ``[line_begin, line_end)``, the line still being written
+    each followed by ``"\\n"``, the first at position ``first``; together they are the
+    positions ``[line_begin, line_end)``. Positions count from 0 and stay between a
+    backend and the search (:mod:`dsh_terminal_core.registry.search`), which reports
+    lines numbered from 1 as every surface does; the line still being written is
     included as its last. ``overstruck`` says the lines may hold backspaces still to be
     applied (:func:`dsh_terminal_core.registry.overstrike.render`) to show them as a
     terminal does.
@@ -561,9 +572,9 @@ class HumanReportValue(TypedDict):
 class HumanReport:
     """A person's time in control of a session: when, and the lines printed meanwhile.
 
-    ``line_begin`` is the absolute line (from 0) the terminal was on when they took
-    control, ``line_end`` the number of lines started when they handed back (exclusive),
-    as :class:`ReadResult` counts; times are seconds since the epoch.
+    ``line_begin`` is the line (numbered from 1, as everywhere) the terminal was on when
+    they took control, ``line_end`` the last line started when they handed back, as
+    :class:`ReadResult` counts; times are seconds since the epoch.
     """
 
     took_control_at: float
@@ -575,8 +586,8 @@ class HumanReport:
         return {
             "tookControlAt": _iso(self.took_control_at),
             "handedBackAt": _iso(self.handed_back_at),
-            "lineBegin": self.line_begin + 1,
-            "lineEnd": max(self.line_end, self.line_begin),
+            "lineBegin": self.line_begin,
+            "lineEnd": max(self.line_end, self.line_begin - 1),
         }
 
 
