@@ -176,3 +176,11 @@ def test_inflight_counts_each_sends_objects_and_leaves_nothing() -> None:
     # No closure is kept per send (a function with its cells), and no per-send token.
     assert not {"function", "cell", "Cancellation", "Remover"} & kinds.keys(), kinds
     assert _processes_of("bench-inflight") == []
+
+
+def test_line_fidelity_table_shows_what_a_terminal_shows() -> None:
+    stdout = _bench("line_fidelity.py", "--mode", "danger-full-access", timeout=180)
+    rows = dict(line.strip("| ").split(" | ", 1) for line in stdout.splitlines() if line)
+    assert rows["`printf '\\rX 0%%\\r\\rX Done\\r\\r\\n'`"] == '"X Done\\n"'
+    assert rows["`stty -echo; cat`, then `abcdé`"] == '"abcdé\\n"'
+    assert '"signal": "SIGKILL"' in rows["`kill -KILL $$`: sessionStatus"]

@@ -232,3 +232,11 @@ async def test_a_child_ignoring_sigint_and_a_flood(terminal: Terminal) -> None:
     last = await terminal.call("terminal_read", offset=1, count=1)
     tail = await terminal.call("terminal_read", offset=last["totalLines"] - 1, count=1)
     assert tail["text"] == "END-27"
+
+
+async def test_progress_lines_in_a_screen_session(terminal: Terminal) -> None:
+    opened = await terminal.h.call_tool(terminal.agent, "terminal_open", {"screen": True})
+    assert not opened.is_error, opened.text
+    screen = Terminal(terminal.h, terminal.agent, opened.value["sessionId"])
+    shown = await screen.send(r"printf '\rX 0%%\r\rX Done\r\r\n'")
+    assert shown["viewport"] == "X Done\n"
