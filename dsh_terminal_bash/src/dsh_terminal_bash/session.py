@@ -546,7 +546,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         op.collecting = not op.done.done()
         op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
         op.viewport.lines = self._scrollback
-        op.echoed = secret is None and self._echoes(before)
+        op.echoed = secret is None and self._echoes()
         readiness = self._readiness
         if readiness is not None and self._op is op:
             readiness.on_write_start(before)
@@ -635,17 +635,16 @@ class BashSession(SessionProbe, CancelEnforcement):
             listening=self._new_listeners(),
         )
 
-    def _echoes(self, before: Foreground | None) -> bool:
+    def _echoes(self) -> bool:
         """Whether input written now comes back as echo, judged on the terminal's modes.
 
         With ECHO set the terminal echoes it; with ECHO clear and ICANON clear the reader
         runs its own line editor and echoes (bash's and python's readline). ECHO clear in
         canonical mode is input nobody echoes (``stty -echo; cat``, ``read -s``): what
         comes back is the program's own output, never to be dropped. Modes that cannot be
-        read count as no echo, for the same reason.
+        read count as no echo, for the same reason. Read now, one ``TCGETS``: a look taken
+        earlier in the send may describe a remembered wait rather than today's modes.
         """
-        if before is not None:
-            return before.echo or not before.canonical
         modes = self._process.terminal_modes()
         return modes is not None and (modes[0] or not modes[1])
 
