@@ -10,7 +10,7 @@ from dsh_terminal_core.registry.types import ReadResult
 
 # Text as the sanitizer hands it over: newlines, backspaces, wide and plain characters.
 CHUNKS = st.lists(
-    st.text(alphabet=st.sampled_from([*"ab \n\b", "é", "語"]), max_size=40),
+    st.text(alphabet=st.sampled_from([*"ab \n\b\r", "é", "語"]), max_size=40),
     max_size=60,
 )
 
@@ -18,7 +18,7 @@ CHUNKS = st.lists(
 def _state(scrollback: Scrollback) -> tuple[object, ...]:
     reads: list[ReadResult] = [
         scrollback.read(offset, count, max_bytes)
-        for offset in (0, scrollback.first_line, max(0, scrollback.total_lines - 3))
+        for offset in (1, scrollback.first_line + 1, max(1, scrollback.total_lines - 2))
         for count, max_bytes in ((5, 10_000), (500, 64))
     ]
     return (

@@ -57,7 +57,9 @@ def search(retained: RetainedLines, pattern: str, **kw: object) -> SearchResult:
 
 
 def numbers(result: SearchResult) -> list[int]:
-    return [match.line_number for match in result.matches]
+    """The matches' positions in the snapshot (counted from 0, as its segments are):
+    a match's number is its position + 1, since every surface numbers lines from 1."""
+    return [match.line_number - 1 for match in result.matches]
 
 
 LINES = ["abc", "def", "xyz a", "", "foo"]
@@ -80,8 +82,8 @@ LINES = ["abc", "def", "xyz a", "", "foo"]
 def test_each_line_is_matched_on_its_own(pattern: str, regex: bool, expected: list[int]) -> None:
     result = search(snapshot(LINES, first=7), pattern, regex=regex)
     assert numbers(result) == [7 + n for n in expected]
-    assert all(m.line == LINES[m.line_number - 7] for m in result.matches)
-    assert (result.line_begin, result.line_end, result.truncated) == (7, 12, False)
+    assert all(m.line == LINES[m.line_number - 8] for m in result.matches)
+    assert (result.line_begin, result.line_end, result.truncated) == (8, 12, False)
 
 
 def test_the_newest_matches_are_kept_oldest_first() -> None:
@@ -97,7 +99,7 @@ def test_the_newest_matches_are_kept_oldest_first() -> None:
 def test_context_crosses_segments_and_stops_at_what_is_retained() -> None:
     lines = [f"l{i}" for i in range(10)]
     result = search(snapshot(lines, first=100, per_segment=2), "l[0459]$", regex=True, context=2)
-    got = {m.line_number: (m.before, m.after) for m in result.matches}
+    got = {m.line_number - 1: (m.before, m.after) for m in result.matches}
     assert got == {
         100: ((), ("l1", "l2")),
         104: (("l2", "l3"), ("l5", "l6")),
@@ -214,7 +216,7 @@ def test_any_segmenting_and_chunking_finds_what_the_rules_say(
             context=context,
         )
     expected, truncated = naive(lines, first, needle, fold, keep, context)
-    got = [(m.line_number, m.line, m.before, m.after) for m in result.matches]
+    got = [(m.line_number - 1, m.line, m.before, m.after) for m in result.matches]
     assert (got, result.truncated) == (expected, truncated)
 
 
@@ -292,7 +294,7 @@ async def test_the_service_searches_what_the_backend_retains(
     assert isinstance(session, SearchableSession)
     session.emit("".join(f"line {i}\n" for i in range(5000)))  # type: ignore[attr-defined]
     result = await service.search(owner, sid, SearchRequest(pattern="line 4999"))
-    assert numbers(result) == [4999] and (result.line_begin, result.line_end) == (0, 5000)
+    assert numbers(result) == [4999] and (result.line_begin, result.line_end) == (1, 5000)
 
 
 async def test_errors_come_in_the_order_of_every_other_call(

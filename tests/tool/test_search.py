@@ -294,9 +294,9 @@ async def test_a_plugin_searches_through_ctx_terminals_as_its_caller() -> None:
         agent, other = h.create_agent("a"), h.create_agent("b")
         sid = await shell(h, agent, BUILD)
         counted = await h.call_tool(agent, "count_errors", {"sessionId": sid})
-        # From 0, as ReadRequest.offset: terminal_read's line 1001 is line 1000 here (and
-        # its line 1, the command with its "Error: step", line 0).
-        assert counted.value == {"errors": [0, 1000, 2000, 3000, 4000, 5000]}
+        # Numbered as terminal_read numbers them, here too (line 1 is the command with its
+        # "Error: step").
+        assert counted.value == {"errors": [1, 1001, 2001, 3001, 4001, 5001]}
         refused = await h.call_tool(other, "count_errors", {"sessionId": sid})
         assert refused.is_error and refused.text.startswith("error [FOREIGN_SESSION]")
 

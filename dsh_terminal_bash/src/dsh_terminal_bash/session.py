@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 from collections.abc import Callable
 
 import attrs
@@ -31,7 +30,9 @@ from dsh_terminal_core.registry.overstrike import render
 from dsh_terminal_core.registry.scrollback import Scrollback
 
 from .config import BashConfig
-from .environment import EXIT_MARKER_PREFIX, PROMPT
+from .echo import echoed_by, without_echo
+from .environment import PROMPT
+from .exitstatus import TAIL_BYTES, unfolded
 from .interrupts import CancelEnforcement
 from .keys import encode_keys
 from .modes import ModeTracker
@@ -48,10 +49,6 @@ SECRET_SHOWN = "[secret]"
 
 # Bash's default PS2, behind which it echoes the second and later lines of a send.
 CONTINUATION_PROMPT = "> "
-
-# How much output may precede the echo of a send's line: a shell's answer to an
-# interrupt of the previous command (a status line, blank lines, its prompt).
-_ANSWER_BOUND = 512
 
 # How long a send that follows a cancelled one waits for it to settle. An interrupted
 # command stops and the prompt returns within milliseconds; a program that ignores
@@ -248,29 +245,12 @@ class BashSession(SessionProbe, CancelEnforcement):
             status = done.result()
             code, signal_name = status.exit_code, status.signal
             if self._signals_folded and code is not None:
-                code, signal_name = self._unfolded(code)
+                tail = self._output_before[-TAIL_BYTES:] + self._last_output
+                code, signal_name = unfolded(code, tail[-TAIL_BYTES:])
             self._status = SessionStatus(kind="exited", exit_code=code, signal=signal_name)
         if self._readiness is not None:
             self._readiness.on_exit()
         self._notify()
-
-    def _unfolded(self, code: int) -> tuple[int | None, str | None]:
-        """(exit code, signal) for an exit status in which a death by signal n reads 128+n.
-
-        The shell's EXIT trap prints its status as it exits (``EXIT_MARKER_PREFIX``); a
-        shell killed by a signal runs no trap. So 128+n without that marker as the last
-        output is the death by signal n, and with it a real ``exit 128+n``.
-        """
-        if not 128 < code < 128 + signal.NSIG:
-            return code, None
-        tail = (self._output_before[-64:] + self._last_output)[-64:]
-        at = tail.rfind(EXIT_MARKER_PREFIX)
-        if at >= 0 and tail[at + len(EXIT_MARKER_PREFIX) :].rstrip(b"\x07") == str(code).encode():
-            return code, None
-        try:
-            return None, signal.Signals(code - 128).name
-        except ValueError:
-            return code, None
 
     # -- startup ----------------------------------------------------------------------
 
@@ -546,7 +526,9 @@ class BashSession(SessionProbe, CancelEnforcement):
         op.collecting = not op.done.done()
         op.viewport.first_line = self._scrollback.open_line_number  # where this output starts
         op.viewport.lines = self._scrollback
-        op.echoed = secret is None and self._echoes()
+        # Judged on the modes now, one TCGETS: a look taken earlier in the send may
+        # describe a remembered wait rather than the terminal as the input meets it.
+        op.echoed = secret is None and echoed_by(self._process.terminal_modes())
         readiness = self._readiness
         if readiness is not None and self._op is op:
             readiness.on_write_start(before)
@@ -617,7 +599,8 @@ class BashSession(SessionProbe, CancelEnforcement):
         text = op.viewport.text()
         if settlement.by_prompt and text.endswith(PROMPT):
             text = text[: -len(PROMPT)]
-        text = self._strip_echo(text, request, op.echoed)
+        if op.echoed:
+            text = without_echo(text, request.text, request.submit, self._config.cols)
         screen = None
         if self._screen is not None and (self._screen.take_drawn() or self._screen.alternate):
             # The program drew a screen: show it instead of the stream of escapes.
@@ -634,42 +617,6 @@ class BashSession(SessionProbe, CancelEnforcement):
             match=settlement.match,
             listening=self._new_listeners(),
         )
-
-    def _echoes(self) -> bool:
-        """Whether input written now comes back as echo, judged on the terminal's modes.
-
-        With ECHO set the terminal echoes it; with ECHO clear and ICANON clear the reader
-        runs its own line editor and echoes (bash's and python's readline). ECHO clear in
-        canonical mode is input nobody echoes (``stty -echo; cat``, ``read -s``): what
-        comes back is the program's own output, never to be dropped. Modes that cannot be
-        read count as no echo, for the same reason. Read now, one ``TCGETS``: a look taken
-        earlier in the send may describe a remembered wait rather than today's modes.
-        """
-        modes = self._process.terminal_modes()
-        return modes is not None and (modes[0] or not modes[1])
-
-    def _strip_echo(self, text: str, request: SendRequest, echoed: bool) -> str:
-        """Drop the echoed command line when the terminal echoed it and it is exactly
-        identifiable (a token saving)."""
-        line = request.text
-        if not echoed or not request.submit or not line or "\n" in line or "\r" in line:
-            return text
-        if len(PROMPT) + len(line) >= self._config.cols - 1:
-            return text  # readline echoes long lines in horizontal-scroll form
-        echoed = line + "\n"
-        # The shell echoes the line behind the prompt that read it, before running it, so
-        # whatever precedes that echo came before this command ran: the shell answering
-        # an interrupt of the previous one ("Terminated", a blank line, that prompt) and
-        # the terminal's own echo of the line typed ahead of it.
-        prompted = PROMPT + echoed
-        if text.startswith(prompted):
-            return text[len(prompted) :]
-        # Only near the start: what comes before is a few short lines, and the command's
-        # own output further down may quote its prompt and line.
-        at = text.find("\n" + prompted, 0, _ANSWER_BOUND + len(prompted))
-        if at >= 0:
-            return text[at + 1 + len(prompted) :]
-        return text[len(echoed) :] if text.startswith(echoed) else text
 
     async def type_raw(self, text: str) -> None:
         """Write a person's keys to the terminal as they are (SPEC §22): no readiness, no
