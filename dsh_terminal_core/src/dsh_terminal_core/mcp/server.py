@@ -248,7 +248,7 @@ def secret_pages(harness: Harness) -> SecretPages:
     return SecretPages(valid_s)
 
 
-def offered_schemas(harness: Harness) -> list[dict[str, Any]]:
+def offered_schemas(harness: Harness, profile: str) -> list[dict[str, Any]]:
     """The schemas of the tools this server offers under its tool profile (SPEC §30.1)."""
     offered = offered_tools(harness, profile)
     return [schema for schema in harness.tool_schemas() if offered(schema["name"])]
