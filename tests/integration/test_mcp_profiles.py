@@ -120,3 +120,8 @@ def test_the_flag_wins_over_the_config_file() -> None:
         "max_result_bytes": 4096,
     }
     assert with_profile({}, None) == {}
+    # Codex's 64 running sessions fit the registry, unless the file says otherwise.
+    assert with_profile({}, "codex")["terminals"] == {"max_sessions_per_owner": 64}
+    mine = {"terminals": {"max_sessions_per_owner": 8}}
+    assert with_profile(mine, "codex")["terminals"] == {"max_sessions_per_owner": 8}
+    assert "terminals" not in with_profile({}, "claude")

@@ -154,7 +154,10 @@ async def test_another_agents_shell_and_tasks_are_its_own() -> None:
         assert (await _bash(h, other, 'echo "[$WHO]"')).value["stdout"] == "[]\n"
         started = await _bash(h, owner, "sleep 30", run_in_background=True)
         task_id = started.value["backgroundTaskId"]
-        for tool, args in (("TaskOutput", {"task_id": task_id}), ("TaskStop", {"task_id": task_id})):
+        for tool, args in (
+            ("TaskOutput", {"task_id": task_id}),
+            ("TaskStop", {"task_id": task_id}),
+        ):
             refused = await h.call_tool(other, tool, args)
             assert refused.is_error and refused.text.startswith("error [FOREIGN_JOB]"), tool
         unknown = await h.call_tool(owner, "TaskOutput", {"task_id": "job-999"})

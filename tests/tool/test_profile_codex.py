@@ -100,9 +100,7 @@ async def test_the_profile_offers_exactly_the_codex_tools_with_their_fields() ->
     }
     assert write_params["required"] == ["session_id"]
     output = schemas["exec_command"]["outputSchema"]
-    assert {"chunk_id", "wall_time_seconds", "exit_code", "session_id"} <= set(
-        output["properties"]
-    )
+    assert {"chunk_id", "wall_time_seconds", "exit_code", "session_id"} <= set(output["properties"])
     assert set(output["required"]) >= {"wall_time_seconds", "output"}
 
 
@@ -208,3 +206,14 @@ async def test_at_most_64_running_sessions_per_agent() -> None:
         # Another agent has places of its own.
         other = h.create_agent("b")
         assert (await _exec(h, other, cmd="echo mine"))["exit_code"] == 0
+
+
+async def test_the_registrys_lower_limit_is_explained_in_codex_terms() -> None:
+    config = full_access(terminals={"max_sessions_per_owner": 1}, **{"tool-terminal": CODEX})
+    async with Harness(config=config) as h:
+        agent = h.create_agent("a")
+        held = await _exec(h, agent, cmd="cat")
+        refused = await h.call_tool(agent, "exec_command", {"cmd": "echo never"})
+        assert refused.is_error and refused.text.startswith("error [SESSION_LIMIT]")
+        assert "terminal_close" not in refused.text and "write_stdin" in refused.text
+        assert (await _write(h, agent, held["session_id"], chars="\u0004"))["exit_code"] == 0

@@ -204,7 +204,10 @@ def claude_tools(
         while True:
             remaining = max(1, int((deadline - time.monotonic()) * 1000))
             request = SendRequest(
-                text=text, submit=bool(text), cancel=exec_.cancel, timeout_ms=remaining,
+                text=text,
+                submit=bool(text),
+                cancel=exec_.cancel,
+                timeout_ms=remaining,
                 max_bytes=budget,
             )
             result = await send_and_wait(service, exec_, session_id, request)
@@ -218,8 +221,11 @@ def claude_tools(
             interrupted = True
             await service.signal(exec_.agent, session_id, "SIGINT")
             settle = SendRequest(
-                text="", submit=False, cancel=exec_.cancel,
-                timeout_ms=_SETTLE_AFTER_INTERRUPT_MS, max_bytes=budget,
+                text="",
+                submit=False,
+                cancel=exec_.cancel,
+                timeout_ms=_SETTLE_AFTER_INTERRUPT_MS,
+                max_bytes=budget,
             )
             result = await send_and_wait(service, exec_, session_id, settle)
             parts.append(result.viewport)
@@ -233,12 +239,15 @@ def claude_tools(
             shells.pop(exec_.agent, None)
             with contextlib.suppress(TerminalError):
                 await service.kill(exec_.agent, session_id, "its shell exited")
-            value["returnCodeInterpretation"] = "the shell exited; the next command starts a new one"
+            value["returnCodeInterpretation"] = (
+                "the shell exited; the next command starts a new one"
+            )
         elif interrupted:
             value["returnCodeInterpretation"] = f"Command timed out after {limit_ms} ms"
         elif exit_code is None:
             value["returnCodeInterpretation"] = (
-                "waiting at a hidden (password) prompt" if result.input_hidden
+                "waiting at a hidden (password) prompt"
+                if result.input_hidden
                 else "the command is waiting for input; the next command is typed into it"
             )
         return value
@@ -497,4 +506,3 @@ def task_output_text(value: TaskOutputOutput) -> str:
     if task["output"]:
         lines.append(f"<output>\n{task['output'].rstrip(chr(10))}\n</output>")
     return "\n".join(lines)
-

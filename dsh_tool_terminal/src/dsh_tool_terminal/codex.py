@@ -73,6 +73,7 @@ _BYTES_PER_TOKEN = 4
 _TRUNCATED = "\n…{removed} bytes truncated…\n"
 # Bytes of a result kept for its header lines.
 _HEADER_ROOM = 256
+_LIMIT_ADVICE = 'end one with write_stdin chars "\\u0003" (Ctrl-C) or by exiting its program'
 _NO_SESSION_ADVICE = (
     "session ids come from results that say 'Process running with session ID N'; a "
     "session ends when its command exits"
@@ -89,9 +90,7 @@ class ExecCommandArgs(TypedDict, total=False):
     shell: Annotated[
         str, Text(1, 4096), "Shell binary to launch. Defaults to the user's default shell."
     ]
-    login: Annotated[
-        bool, "Whether to run the shell with -l/-i semantics. Defaults to true."
-    ]
+    login: Annotated[bool, "Whether to run the shell with -l/-i semantics. Defaults to true."]
     tty: Annotated[
         bool,
         "Whether to allocate a TTY for the command. Here every command runs in a PTY.",
@@ -126,8 +125,7 @@ class WriteStdinArgs(TypedDict, total=False):
     max_output_tokens: Annotated[
         float,
         Range(1),
-        "Output token budget. Defaults to 10000 tokens; larger requests may be capped by "
-        "policy.",
+        "Output token budget. Defaults to 10000 tokens; larger requests may be capped by policy.",
     ]
 
 
@@ -170,26 +168,38 @@ def codex_tools(
         wanted = int(tokens) * _BYTES_PER_TOKEN
         return max(MIN_REQUEST_BYTES, min(wanted, cap - _HEADER_ROOM))
 
+    def render_exec(_args: ExecCommandArgs, value: ExecOutput) -> str:
+        return response_text(value)
+
+    def render_write(_args: WriteStdinArgs, value: ExecOutput) -> str:
+        return response_text(value)
+
     @tool(
         "exec_command",
         description=(
-            "Runs a command in a PTY, returning output or a session ID for ongoing "
-            "interaction."
+            "Runs a command in a PTY, returning output or a session ID for ongoing interaction."
         ),
-        render=lambda _args, value: response_text(value),
+        render=render_exec,
         finalize=finalize,
     )
     async def exec_command(args: ExecCommandArgs, exec_: ToolExec) -> ExecOutput:
         service = terminals()
         started = time.monotonic()
         _refuse_over_cap(service, exec_)
-        yield_ms = _clamp(args.get("yield_time_ms"), DEFAULT_EXEC_YIELD_MS, MIN_YIELD_MS, MAX_YIELD_MS)
-        budget = output_budget(args.get("max_output_tokens"))
-        opened = await service.spawn(
-            exec_.agent,
-            SpawnRequest(type=SHELL_TYPE, cwd=args.get("workdir"), opened_by=OPENED_BY),
-            exec_.cancel,
+        yield_ms = _clamp(
+            args.get("yield_time_ms"), DEFAULT_EXEC_YIELD_MS, MIN_YIELD_MS, MAX_YIELD_MS
         )
+        budget = output_budget(args.get("max_output_tokens"))
+        try:
+            opened = await service.spawn(
+                exec_.agent,
+                SpawnRequest(type=SHELL_TYPE, cwd=args.get("workdir"), opened_by=OPENED_BY),
+                exec_.cancel,
+            )
+        except TerminalError as exc:
+            if exc.code == "SESSION_LIMIT":  # the registry's own, lower limit
+                raise exc.advised(_LIMIT_ADVICE) from None
+            raise
         session_id = opened.session_id
         try:
             _, cursor = service.complete_lines_since(exec_.agent, session_id, 0)
@@ -211,7 +221,7 @@ def codex_tools(
         description=(
             "Writes characters to an existing unified exec session and returns recent output."
         ),
-        render=lambda _args, value: response_text(value),
+        render=render_write,
         finalize=finalize,
     )
     async def write_stdin(args: WriteStdinArgs, exec_: ToolExec) -> ExecOutput:
@@ -366,5 +376,5 @@ def _refuse_over_cap(service: TerminalSessionService, exec_: ToolExec) -> None:
             f"agent already has {MAX_CODEX_SESSIONS} running exec_command sessions (the "
             "limit); nothing was run",
             "SESSION_LIMIT",
-            advice='end one with write_stdin chars "\\u0003" (Ctrl-C) or by exiting its program',
+            advice=_LIMIT_ADVICE,
         )

@@ -21,9 +21,10 @@ __all__ = ["ToolTerminalContainer"]
 
 
 class ToolTerminalContainer(containers.DeclarativeContainer):
-    """Builds the terminal tools and the watch tools (SPEC §22), or a profile's (§30.1). Services are passed as
-    providers so each call resolves them afresh: a test's container override of
-    ``terminals`` reaches tools built earlier."""
+    """Builds the terminal tools and the watch tools (SPEC §22), and a profile's (§30.1).
+
+    Services are passed as providers so each call resolves them afresh: a test's
+    container override of ``terminals`` reaches tools built earlier."""
 
     config = providers.Dependency(instance_of=ToolTerminalConfig)
     terminals = providers.Dependency(instance_of=TerminalSessionService)

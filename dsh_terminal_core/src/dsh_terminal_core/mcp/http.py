@@ -48,6 +48,7 @@ from ..kernel.agents import Agent
 from ..kernel.errors import DisposeError, DshError
 from ..kernel.harness import Harness
 from .identities import Identities, Lease
+from .profiles import profile_of, with_profile
 from .server import (
     _INSTALL_HINT,
     McpServerError,
@@ -60,7 +61,6 @@ from .server import (
     sandbox_warning,
     secret_pages,
 )
-from .profiles import profile_of, with_profile
 from .tokens import ENV_TOKENS, TokenTable, bearer_token, load_tokens
 from .wake import Listens
 

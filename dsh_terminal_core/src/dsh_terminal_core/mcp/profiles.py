@@ -21,15 +21,24 @@ __all__ = ["PROFILE_PLUGIN", "TOOL_PROFILES", "offered_tools", "profile_of", "wi
 #: The plugin whose config section carries ``profile`` and whose tools a profile offers.
 PROFILE_PLUGIN = "tool-terminal"
 TOOL_PROFILES = ("dsh", "codex", "claude")
+#: Codex's cap on running exec sessions (``MAX_UNIFIED_EXEC_PROCESSES``).
+CODEX_SESSIONS = 64
 
 
-def with_profile(
-    config: dict[str, dict[str, Any]], tools: str | None
-) -> dict[str, dict[str, Any]]:
+def with_profile(config: dict[str, dict[str, Any]], tools: str | None) -> dict[str, dict[str, Any]]:
     """``config`` with ``--tools`` written into the ``tool-terminal`` section (the flag
-    wins over the file); unchanged when the flag was not given."""
+    wins over the file); unchanged when the flag was not given.
+
+    ``--tools codex`` also lets an agent hold Codex's 64 running sessions: the registry's
+    ``max_sessions_per_owner`` becomes 64 unless the file sets it.
+    """
     if tools is not None:
         config[PROFILE_PLUGIN] = {**config.get(PROFILE_PLUGIN, {}), "profile": tools}
+    if tools == "codex":
+        config["terminals"] = {
+            "max_sessions_per_owner": CODEX_SESSIONS,
+            **config.get("terminals", {}),
+        }
     return config
 
 

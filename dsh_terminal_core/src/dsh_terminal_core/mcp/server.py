@@ -52,10 +52,10 @@ from ..kernel.configfile import (
     build_config,
 )
 from ..kernel.errors import DisposeError, DshError, ToolNotFound
-from ..kernel.tools import render_error
 from ..kernel.harness import Harness
 from ..kernel.humanask import HumanAnswer, HumanAsk
 from ..kernel.secret import Secret, SecretAsk
+from ..kernel.tools import render_error
 from ..provider import hostexit
 from ..sandbox.bwrap import SandboxHealth
 from .asks import AskRound, PendingAsks, request_state_boundary
