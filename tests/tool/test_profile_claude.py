@@ -30,7 +30,7 @@ async def _task_output(h: Harness, agent: Agent, task_id: str, **args: Any) -> d
     assert not result.is_error, result.text
     value: dict[str, Any] = result.value
     task = value["task"]
-    assert set(value) == {"retrieval_status", "task"}
+    assert set(value) == {"retrieval_status", "task", "sessionId"}
     assert set(task) == {"task_id", "task_type", "status", "description", "output", "exitCode"}
     assert task["task_id"] == task_id and task["task_type"] == "local_bash"
     assert f"<retrieval_status>{value['retrieval_status']}</retrieval_status>" in result.text
@@ -60,13 +60,22 @@ async def test_a_scripted_claude_flow(tmp_path: Path) -> None:
         # One persistent shell: the directory and exported variables carry over.
         (tmp_path / "sub").mkdir()
         moved = await _bash(h, agent, "cd sub && export STAGE=two", description="Enter sub")
-        assert moved.value == {"stdout": "", "stderr": "", "interrupted": False, "exitCode": 0}
+        shell = moved.value["sessionId"]
+        assert moved.value == {
+            "stdout": "",
+            "stderr": "",
+            "interrupted": False,
+            "exitCode": 0,
+            "sessionId": shell,
+        }
+        assert [s.session_id for s in h.ctx.terminals.list(agent)] == [shell]
         failed = await _bash(h, agent, "pwd; echo $STAGE; false")
         assert failed.value == {
             "stdout": f"{os.path.realpath(tmp_path / 'sub')}\ntwo\n",
             "stderr": "",
             "interrupted": False,
             "exitCode": 1,
+            "sessionId": shell,  # the same persistent shell
         }
         assert failed.text.splitlines()[0] == "Exit code 1"
 
@@ -108,11 +117,13 @@ async def test_a_background_build_collected_later_and_a_stopped_task() -> None:
             description="Build",
         )
         task_id = started.value["backgroundTaskId"]
+        build_session = started.value["sessionId"]
         assert started.value == {
             "stdout": "",
             "stderr": "",
             "interrupted": False,
             "backgroundTaskId": task_id,
+            "sessionId": build_session,
         }
         assert f"Command running in background with ID: {task_id}" in started.text
         # The persistent shell is free meanwhile.
@@ -121,6 +132,7 @@ async def test_a_background_build_collected_later_and_a_stopped_task() -> None:
         assert peek["retrieval_status"] == "not_ready" and peek["task"]["status"] == "running"
         collected = await _task_output(h, agent, task_id, block=True, timeout=30000)
         assert collected["retrieval_status"] == "success"
+        assert collected["sessionId"] == build_session
         task = collected["task"]
         assert (task["status"], task["exitCode"], task["description"]) == ("completed", 0, "Build")
         assert (peek["task"]["output"] + task["output"]).splitlines() == [
@@ -138,6 +150,7 @@ async def test_a_background_build_collected_later_and_a_stopped_task() -> None:
             "task_id": sleeper_id,
             "task_type": "local_bash",
             "command": "sleep 60",
+            "sessionId": sleeper.value["sessionId"],
         }
         after = await _task_output(h, agent, sleeper_id)
         assert (after["task"]["status"], after["task"]["exitCode"]) == ("killed", 130)

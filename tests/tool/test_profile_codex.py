@@ -8,6 +8,7 @@ would read, in the shape Codex publishes (``ExecCommandToolOutput::response_text
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
 from pathlib import Path
@@ -41,6 +42,7 @@ VALUE_KEYS = {
     "output",
     "wait_reason",
     "input_hidden",
+    "sessionId",
 }
 
 
@@ -54,11 +56,13 @@ def _checked(result: ToolResult) -> dict[str, Any]:
     assert float(match["wall"]) == pytest.approx(value["wall_time_seconds"], abs=1e-4)
     assert match["tokens"] == str(value["original_token_count"])
     assert result.text[match.end() :] == value["output"]
+    assert re.fullmatch(r"pty-\d+", value["sessionId"])
     if "exit_code" in value:
         assert match["exit"] == str(value["exit_code"]) and match["sid"] is None
         assert set(value) == VALUE_KEYS | {"exit_code"}
     else:
         assert match["sid"] == str(value["session_id"]) and match["exit"] is None
+        assert value["sessionId"] == f"pty-{value['session_id']}"
         assert set(value) == VALUE_KEYS | {"session_id"}
     return value
 
@@ -217,3 +221,17 @@ async def test_the_registrys_lower_limit_is_explained_in_codex_terms() -> None:
         assert refused.is_error and refused.text.startswith("error [SESSION_LIMIT]")
         assert "terminal_close" not in refused.text and "write_stdin" in refused.text
         assert (await _write(h, agent, held["session_id"], chars="\u0004"))["exit_code"] == 0
+
+
+async def test_calls_are_audited_with_the_session_they_were_about(tmp_path: Path) -> None:
+    audit = tmp_path / "audit.jsonl"
+    config = full_access(audit={"file": str(audit)}, **{"tool-terminal": CODEX})
+    async with Harness(config=config) as h:
+        agent = h.create_agent("a")
+        repl = await _exec(h, agent, cmd="cat")
+        await _write(h, agent, repl["session_id"], chars="\u0004")
+    entries = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(e["tool"], e["sessionId"]) for e in entries] == [
+        ("exec_command", repl["sessionId"]),
+        ("write_stdin", repl["sessionId"]),
+    ]

@@ -71,7 +71,7 @@ _SETTLE_AFTER_INTERRUPT_MS = 2_000
 _BLOCKED_POLL_S = 0.5
 _TRUNCATED = "\n... [{removed} bytes truncated] ...\n"
 _METADATA_ROOM = 512
-TaskType = Literal["local_bash"]
+_SESSION_ID = "The registry's id of the session the command ran in (pty-N), as records name it."
 
 
 class BashInput(TypedDict, total=False):
@@ -90,7 +90,8 @@ class BashInput(TypedDict, total=False):
 
 
 class BashOutput(TypedDict):
-    """``BashOutput`` of ``sdk-tools.d.ts`` (the fields this project fills), plus ``exitCode``."""
+    """``BashOutput`` of ``sdk-tools.d.ts`` (the fields this project fills), plus this
+    project's ``exitCode``, ``inputHidden`` and ``sessionId``."""
 
     stdout: str
     stderr: str
@@ -101,6 +102,7 @@ class BashOutput(TypedDict):
         Annotated[int | None, "The command's exit status; null while it has not exited."]
     ]
     inputHidden: NotRequired[Annotated[bool, "The shell waits at a hidden (password) prompt."]]
+    sessionId: Annotated[str, _SESSION_ID]
 
 
 class TaskOutputInput(TypedDict, total=False):
@@ -121,6 +123,7 @@ class TaskInfo(TypedDict):
 class TaskOutputOutput(TypedDict):
     retrieval_status: Literal["success", "timeout", "not_ready"]
     task: TaskInfo
+    sessionId: NotRequired[Annotated[str, _SESSION_ID]]
 
 
 class TaskStopInput(TypedDict, total=False):
@@ -133,6 +136,7 @@ class TaskStopOutput(TypedDict):
     task_id: str
     task_type: str
     command: NotRequired[str]
+    sessionId: NotRequired[Annotated[str, _SESSION_ID]]
 
 
 @attrs.define
@@ -156,7 +160,8 @@ def claude_tools(
     cap = config.max_result_bytes
     budget = max(MIN_REQUEST_BYTES, cap - _METADATA_ROOM)
     shells: weakref.WeakKeyDictionary[Agent, str] = weakref.WeakKeyDictionary()
-    tasks: dict[str, _Task] = {}
+    # What TaskOutput reports beyond the job, per agent, kept no longer than the agent is.
+    tasks: weakref.WeakKeyDictionary[Agent, dict[str, _Task]] = weakref.WeakKeyDictionary()
 
     def finalize(text: str) -> str:
         return cap_text(text, cap)
@@ -171,10 +176,21 @@ def claude_tools(
                 return session_id
             with contextlib.suppress(TerminalError):
                 await service.kill(exec_.agent, session_id, "its shell ended")
-        opened = await service.spawn(
-            exec_.agent, SpawnRequest(type=SHELL_TYPE, opened_by=OPENED_BY), exec_.cancel
-        )
-        shells[exec_.agent] = opened.session_id
+        session_id = await open_shell(service, exec_)
+        shells[exec_.agent] = session_id
+        return session_id
+
+    async def open_shell(service: TerminalSessionService, exec_: ToolExec) -> str:
+        try:
+            opened = await service.spawn(
+                exec_.agent, SpawnRequest(type=SHELL_TYPE, opened_by=OPENED_BY), exec_.cancel
+            )
+        except TerminalError as exc:
+            if exc.code == "SESSION_LIMIT":
+                raise exc.advised(
+                    "stop a background task you no longer need with TaskStop"
+                ) from None
+            raise
         return opened.session_id
 
     def render_bash(_args: BashInput, value: BashOutput) -> str:
@@ -230,7 +246,12 @@ def claude_tools(
             result = await send_and_wait(service, exec_, session_id, settle)
             parts.append(result.viewport)
         stdout, _ = truncate_middle("".join(parts), budget, _TRUNCATED)
-        value: BashOutput = {"stdout": stdout, "stderr": "", "interrupted": interrupted}
+        value: BashOutput = {
+            "stdout": stdout,
+            "stderr": "",
+            "interrupted": interrupted,
+            "sessionId": session_id,
+        }
         exit_code = _exit_code(result)
         value["exitCode"] = exit_code
         if result.input_hidden:
@@ -261,10 +282,7 @@ def claude_tools(
                 "plugin of dsh-terminal-core); nothing was run",
                 "NO_JOBS_SERVICE",
             )
-        opened = await service.spawn(
-            exec_.agent, SpawnRequest(type=SHELL_TYPE, opened_by=OPENED_BY), exec_.cancel
-        )
-        session_id = opened.session_id
+        session_id = await open_shell(service, exec_)
         task = _Task(
             command=args["command"],
             description=args.get("description", args["command"][:80]),
@@ -286,8 +304,14 @@ def claude_tools(
             with contextlib.suppress(TerminalError):
                 await service.kill(exec_.agent, session_id, "background start failed")
             raise
-        tasks[job.id] = task
-        return {"stdout": "", "stderr": "", "interrupted": False, "backgroundTaskId": job.id}
+        tasks.setdefault(exec_.agent, {})[job.id] = task
+        return {
+            "stdout": "",
+            "stderr": "",
+            "interrupted": False,
+            "backgroundTaskId": job.id,
+            "sessionId": session_id,
+        }
 
     def render_task_output(_args: TaskOutputInput, value: TaskOutputOutput) -> str:
         return task_output_text(value)
@@ -312,7 +336,7 @@ def claude_tools(
             wait=block,
             timeout_ms=args.get("timeout", DEFAULT_TASK_TIMEOUT_MS),
         )
-        task = tasks.get(task_id)
+        task = tasks.get(exec_.agent, {}).get(task_id)
         status = read.status
         exit_code = task.exit_code if task is not None else None
         if status == "completed" and exit_code not in (None, 0):
@@ -322,7 +346,7 @@ def claude_tools(
             "success" if not running else ("timeout" if block else "not_ready")
         )
         output = read.output if read.error is None else f"{read.output}{read.error}\n"
-        return {
+        value: TaskOutputOutput = {
             "retrieval_status": retrieval,
             "task": {
                 "task_id": task_id,
@@ -333,6 +357,9 @@ def claude_tools(
                 "exitCode": exit_code,
             },
         }
+        if task is not None:
+            value["sessionId"] = task.session_id
+        return value
 
     def render_task_stop(_args: TaskStopInput, value: TaskStopOutput) -> str:
         return value["message"]
@@ -357,7 +384,7 @@ def claude_tools(
                 f"task {task_id} is not running (it {job.status})", "INVALID_ARGUMENT"
             )
         await job.finished.wait()
-        task = tasks.get(task_id)
+        task = tasks.get(exec_.agent, {}).get(task_id)
         value: TaskStopOutput = {
             "message": f"Successfully stopped task: {task_id}"
             + (f" ({task.command})" if task is not None else ""),
@@ -366,6 +393,7 @@ def claude_tools(
         }
         if task is not None:
             value["command"] = task.command
+            value["sessionId"] = task.session_id
         return value
 
     return [bash, task_output, task_stop]

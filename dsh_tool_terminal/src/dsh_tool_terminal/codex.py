@@ -25,9 +25,11 @@ import secrets as random_ids
 import shlex
 import signal
 import time
+import weakref
 from collections.abc import Callable
 from typing import Annotated, NotRequired, Required, TypedDict
 
+from dsh_terminal_core.kernel.agents import Agent
 from dsh_terminal_core.kernel.errors import InvalidArgument, TerminalError
 from dsh_terminal_core.kernel.resultcap import cap_text
 from dsh_terminal_core.kernel.tooldecl import Range, Text, tool
@@ -130,7 +132,9 @@ class WriteStdinArgs(TypedDict, total=False):
 
 
 class ExecOutput(TypedDict):
-    """``unified_exec_output_schema`` of Codex, plus two facts of this project's readiness."""
+    """``unified_exec_output_schema`` of Codex, plus three facts of this project's: why the
+    call returned, whether a hidden prompt waits, and the registry's name of the session
+    (what its recording and the audit log say)."""
 
     chunk_id: Annotated[str, "Chunk identifier included when the response reports one."]
     wall_time_seconds: Annotated[float, "Elapsed wall time spent waiting for output in seconds."]
@@ -149,6 +153,7 @@ class ExecOutput(TypedDict):
         str, "Why the call returned (this project's readiness: stdin_read, timeout, ...)."
     ]
     input_hidden: Annotated[bool, "The terminal waits at a hidden (password) prompt."]
+    sessionId: Annotated[str, "The registry's id of the session (pty-N), as records name it."]
 
 
 def codex_tools(
@@ -157,8 +162,9 @@ def codex_tools(
     """Build ``exec_command`` and ``write_stdin``; services are resolved at call time."""
     terminals = kept_resolution(terminals)
     cap = config.max_result_bytes
-    # Line cursors per session: output written between two calls is shown by the next.
-    cursors: dict[str, int] = {}
+    # Line cursors per agent and session: output written between two calls is shown by the
+    # next. Kept no longer than the agent is.
+    cursors: weakref.WeakKeyDictionary[Agent, dict[str, int]] = weakref.WeakKeyDictionary()
 
     def finalize(text: str) -> str:
         return cap_text(text, cap)
@@ -241,7 +247,7 @@ def codex_tools(
         budget = output_budget(args.get("max_output_tokens"))
         # Lines the command wrote since the previous call, before this send's own output.
         earlier, cursor = service.complete_lines_since(
-            exec_.agent, session_id, cursors.get(session_id, 0)
+            exec_.agent, session_id, cursors.get(exec_.agent, {}).get(session_id, 0)
         )
         request = SendRequest(
             text=chars, submit=False, cancel=exec_.cancel, timeout_ms=yield_ms, max_bytes=budget
@@ -270,15 +276,17 @@ def codex_tools(
             "output": output,
             "wait_reason": str(result.wait_reason),
             "input_hidden": result.input_hidden,
+            "sessionId": session_id,
         }
         exit_code = _exit_code(result)
         value["wall_time_seconds"] = time.monotonic() - started
         if exit_code is None:
             value["session_id"] = int(session_id.removeprefix("pty-"))
-            _, cursors[session_id] = service.complete_lines_since(exec_.agent, session_id, cursor)
+            _, after = service.complete_lines_since(exec_.agent, session_id, cursor)
+            cursors.setdefault(exec_.agent, {})[session_id] = after
         else:
             value["exit_code"] = exit_code
-            cursors.pop(session_id, None)
+            cursors.get(exec_.agent, {}).pop(session_id, None)
             with contextlib.suppress(TerminalError):  # a close already under way
                 await service.kill(exec_.agent, session_id, "the command exited")
         return value
