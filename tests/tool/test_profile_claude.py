@@ -6,11 +6,13 @@ Production timing throughout (no readiness overrides). Input fields follow Claud
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Any
 
 from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.cancel import Cancellation
 from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.kernel.tools import ToolResult
 
@@ -176,3 +178,29 @@ async def test_another_agents_shell_and_tasks_are_its_own() -> None:
         unknown = await h.call_tool(owner, "TaskOutput", {"task_id": "job-999"})
         assert unknown.is_error and unknown.text.startswith("error [NO_JOB]")
         assert (await h.call_tool(owner, "TaskStop", {"task_id": task_id})).is_error is False
+
+
+async def _until_printed(h: Harness, agent: Agent, marker: str) -> None:
+    """Wait until a session of ``agent``'s printed ``marker`` on a line of its own."""
+    async with asyncio.timeout(10):
+        while True:
+            for snapshot in h.ctx.terminals.list(agent):
+                lines, _ = h.ctx.terminals.complete_lines_since(agent, snapshot.session_id, 0)
+                if marker in lines:
+                    return
+            await asyncio.sleep(0.02)
+
+
+async def test_a_cancelled_call_is_a_ctrl_c_and_the_shell_takes_the_next() -> None:
+    async with Harness(config=full_access(**{"tool-terminal": CLAUDE})) as h:
+        agent = h.create_agent("a")
+        token = Cancellation()
+        call = asyncio.create_task(
+            h.call_tool(agent, "Bash", {"command": "echo started; sleep 30"}, cancel=token)
+        )
+        await _until_printed(h, agent, "started")
+        token.cancel()
+        cancelled = await call
+        assert cancelled.value["interrupted"] is True and cancelled.value["exitCode"] == 130
+        after = await _bash(h, agent, "echo next; echo $?")
+        assert after.value["stdout"] == "next\n0\n"

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.cancel import Cancellation
 from dsh_terminal_core.kernel.errors import ConfigError
 from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.kernel.tools import ToolResult
@@ -235,3 +236,32 @@ async def test_calls_are_audited_with_the_session_they_were_about(tmp_path: Path
         ("exec_command", repl["sessionId"]),
         ("write_stdin", repl["sessionId"]),
     ]
+
+
+async def _until_started(h: Harness, agent: Agent) -> None:
+    async with asyncio.timeout(10):
+        while not any(
+            "started" in h.ctx.terminals.complete_lines_since(agent, sid, 0)[0]
+            for sid in _codex_sessions(h, agent)
+        ):
+            await asyncio.sleep(0.02)
+
+
+async def test_a_cancelled_exec_command_interrupts_and_leaves_no_session() -> None:
+    long = {"cmd": "echo started; sleep 30", "yield_time_ms": 30000}
+    async with Harness(config=full_access(**{"tool-terminal": CODEX})) as h:
+        agent = h.create_agent("a")
+        # The caller's token: the command gets Ctrl-C and the result says how it ended.
+        token = Cancellation()
+        call = asyncio.create_task(h.call_tool(agent, "exec_command", long, cancel=token))
+        await _until_started(h, agent)
+        token.cancel()
+        assert _checked(await call)["exit_code"] == 130
+        assert _codex_sessions(h, agent) == []
+        # The calling task cancelled (what an MCP client's cancel becomes): no session stays.
+        task = asyncio.create_task(h.call_tool(agent, "exec_command", long))
+        await _until_started(h, agent)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert _codex_sessions(h, agent) == []

@@ -232,7 +232,8 @@ def claude_tools(
             # Silence proves nothing: keep waiting, within the bound, as Claude Code waits.
             if result.wait_reason != WaitReason.INFERRED_IDLE or time.monotonic() >= deadline:
                 break
-        interrupted = False
+        # A caller's cancellation already interrupted the command (Ctrl-C) and settled it.
+        interrupted = exec_.cancel.cancelled
         if result.wait_reason in (WaitReason.TIMEOUT, WaitReason.INFERRED_IDLE):
             interrupted = True
             await service.signal(exec_.agent, session_id, "SIGINT")
