@@ -202,5 +202,19 @@ async def test_a_cancelled_call_is_a_ctrl_c_and_the_shell_takes_the_next() -> No
         token.cancel()
         cancelled = await call
         assert cancelled.value["interrupted"] is True and cancelled.value["exitCode"] == 130
+        assert "cancelled" in cancelled.value["returnCodeInterpretation"]
         after = await _bash(h, agent, "echo next; echo $?")
         assert after.value["stdout"] == "next\n0\n"
+
+
+async def test_task_stop_ends_a_command_that_ignores_ctrl_c() -> None:
+    async with Harness(config=full_access(**{"tool-terminal": CLAUDE})) as h:
+        agent = h.create_agent("a")
+        started = await _bash(h, agent, "trap '' INT; echo armed; sleep 60", run_in_background=True)
+        task_id = started.value["backgroundTaskId"]
+        await _until_printed(h, agent, "armed")
+        stopped = await h.call_tool(agent, "TaskStop", {"task_id": task_id})
+        assert not stopped.is_error, stopped.text
+        after = await _task_output(h, agent, task_id, block=False)
+        assert after["task"]["status"] == "killed"
+        assert h.ctx.terminals.list(agent) == []  # its session, and the sleep, are gone

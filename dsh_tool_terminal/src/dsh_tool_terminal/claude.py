@@ -67,6 +67,8 @@ MAX_BASH_TIMEOUT_MS = 600_000
 DEFAULT_TASK_TIMEOUT_MS = 30_000
 # How long an interrupted command gets to bring its prompt back before the call returns.
 _SETTLE_AFTER_INTERRUPT_MS = 2_000
+# How long TaskStop's Ctrl-C is given before the task's session is closed instead.
+_STOP_GRACE_S = 3.0
 # How often a background task blocked reading the terminal is looked at again.
 _BLOCKED_POLL_S = 0.5
 _TRUNCATED = "\n... [{removed} bytes truncated] ...\n"
@@ -234,7 +236,8 @@ def claude_tools(
                 break
         # A caller's cancellation already interrupted the command (Ctrl-C) and settled it.
         interrupted = exec_.cancel.cancelled
-        if result.wait_reason in (WaitReason.TIMEOUT, WaitReason.INFERRED_IDLE):
+        timed_out = result.wait_reason in (WaitReason.TIMEOUT, WaitReason.INFERRED_IDLE)
+        if timed_out:
             interrupted = True
             await service.signal(exec_.agent, session_id, "SIGINT")
             settle = SendRequest(
@@ -264,8 +267,10 @@ def claude_tools(
             value["returnCodeInterpretation"] = (
                 "the shell exited; the next command starts a new one"
             )
-        elif interrupted:
+        elif timed_out:
             value["returnCodeInterpretation"] = f"Command timed out after {limit_ms} ms"
+        elif interrupted:
+            value["returnCodeInterpretation"] = "Command was interrupted: the call was cancelled"
         elif exit_code is None:
             value["returnCodeInterpretation"] = (
                 "waiting at a hidden (password) prompt"
@@ -384,8 +389,12 @@ def claude_tools(
             raise TerminalError(
                 f"task {task_id} is not running (it {job.status})", "INVALID_ARGUMENT"
             )
-        await job.finished.wait()
         task = tasks.get(exec_.agent, {}).get(task_id)
+        if not await _finished_within(job.finished, _STOP_GRACE_S) and task is not None:
+            # Ctrl-C did not stop it (SIGINT ignored): closing the session ends its tree.
+            with contextlib.suppress(TerminalError):
+                await terminals().kill(exec_.agent, task.session_id, "TaskStop: Ctrl-C ignored")
+        await job.finished.wait()
         value: TaskStopOutput = {
             "message": f"Successfully stopped task: {task_id}"
             + (f" ({task.command})" if task is not None else ""),
@@ -479,6 +488,12 @@ class _BackgroundRun:
         else:
             with contextlib.suppress(TerminalError):
                 await self._service.signal(self._owner, self._session_id, "SIGINT")
+
+
+async def _finished_within(finished: asyncio.Event, seconds: float) -> bool:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(finished.wait(), seconds)
+    return finished.is_set()
 
 
 def _needs_jobs(service: JobService | None) -> JobService:
