@@ -85,6 +85,28 @@ async def test_tools_codex_lists_exactly_the_codex_tools_and_runs_them(tmp_path:
             assert left.structured_content is not None
             assert left.structured_content["exit_code"] == 0
 
+            sleeper = await _call(
+                session, "exec_command", {"cmd": "sleep 30", "yield_time_ms": 300}
+            )
+            assert sleeper.structured_content is not None
+            stop = {"session_id": sleeper.structured_content["session_id"], "chars": "\u0003"}
+            stopped = await _call(session, "write_stdin", stop)
+            assert stopped.structured_content is not None
+            assert stopped.structured_content["exit_code"] == 130
+
+            asked = await _call(
+                session, "exec_command", {"cmd": "read -s -p 'Pass: ' P; echo ${#P}"}
+            )
+            assert asked.structured_content is not None
+            assert asked.structured_content["input_hidden"] is True
+            answer_id = asked.structured_content["session_id"]
+            told = await _call(session, "write_stdin", {"session_id": answer_id, "chars": "abc\n"})
+            assert told.structured_content is not None
+            assert (told.structured_content["exit_code"], told.structured_content["output"]) == (
+                0,
+                "3\n",
+            )
+
             hidden = await _call(session, "terminal_open", {})
             assert hidden.is_error and _text(hidden).startswith("error [UNKNOWN_TOOL]")
 
@@ -109,6 +131,24 @@ async def test_tools_claude_lists_exactly_the_claude_tools_and_runs_them(tmp_pat
             task = collected.structured_content["task"]
             # A background command runs in a shell of its own: N is not set there.
             assert (task["status"], task["exitCode"], task["output"]) == ("failed", 3, "bg-\n")
+
+            repl = await _call(session, "Bash", {"command": "python3 -q -i"})
+            assert (
+                repl.structured_content is not None and repl.structured_content["exitCode"] is None
+            )
+            answer = await _call(session, "Bash", {"command": "6*7"})
+            assert answer.structured_content is not None
+            assert answer.structured_content["stdout"] == "42\n>>> "
+            await _call(session, "Bash", {"command": "exit()"})
+
+            sleeper = await _call(
+                session, "Bash", {"command": "sleep 60", "run_in_background": True}
+            )
+            assert sleeper.structured_content is not None
+            sleeper_id = sleeper.structured_content["backgroundTaskId"]
+            stopped = await _call(session, "TaskStop", {"task_id": sleeper_id})
+            assert stopped.structured_content is not None
+            assert stopped.structured_content["message"].startswith("Successfully stopped task")
 
 
 def test_the_flag_wins_over_the_config_file() -> None:
