@@ -21,35 +21,32 @@ another agent's task is refused (``FOREIGN_JOB``), as is an unknown one (``NO_JO
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 import weakref
 from collections.abc import Callable
 from typing import Annotated, Literal, NotRequired, Required, TypedDict
 
-import attrs
-
 from dsh_terminal_core.kernel.agents import Agent
 from dsh_terminal_core.kernel.errors import InvalidArgument, TerminalError
-from dsh_terminal_core.kernel.jobs import JobHandle, JobService
+from dsh_terminal_core.kernel.jobs import JobService
 from dsh_terminal_core.kernel.resultcap import cap_text
 from dsh_terminal_core.kernel.tooldecl import Range, Text, tool
 from dsh_terminal_core.kernel.tools import Tool, ToolExec
 from dsh_terminal_core.kernel.wiring import kept_resolution
 from dsh_terminal_core.registry import (
     MIN_REQUEST_BYTES,
-    SendOperation,
     SendRequest,
-    SendResult,
     SpawnRequest,
     TerminalSessionService,
     WaitReason,
 )
 
 from .args import MAX_SEND_CHARS
+from .claude_tasks import BackgroundRun, BackgroundTask, finished_within
 from .config import ToolTerminalConfig
 from .profile_send import SHELL_TYPE, send_and_wait, truncate_middle
+from .profile_send import exit_code as exit_code_of
 
 __all__ = [
     "CLAUDE_TOOLS",
@@ -69,8 +66,6 @@ DEFAULT_TASK_TIMEOUT_MS = 30_000
 _SETTLE_AFTER_INTERRUPT_MS = 2_000
 # How long TaskStop's Ctrl-C is given before the task's session is closed instead.
 _STOP_GRACE_S = 3.0
-# How often a background task blocked reading the terminal is looked at again.
-_BLOCKED_POLL_S = 0.5
 _TRUNCATED = "\n... [{removed} bytes truncated] ...\n"
 _METADATA_ROOM = 512
 _SESSION_ID = "The registry's id of the session the command ran in (pty-N), as records name it."
@@ -141,16 +136,6 @@ class TaskStopOutput(TypedDict):
     sessionId: NotRequired[Annotated[str, _SESSION_ID]]
 
 
-@attrs.define
-class _Task:
-    """What ``TaskOutput`` reports of a background command beyond its job."""
-
-    command: str
-    description: str
-    session_id: str
-    exit_code: int | None = None
-
-
 def claude_tools(
     terminals: Callable[[], TerminalSessionService],
     jobs: Callable[[], JobService | None],
@@ -163,7 +148,7 @@ def claude_tools(
     budget = max(MIN_REQUEST_BYTES, cap - _METADATA_ROOM)
     shells: weakref.WeakKeyDictionary[Agent, str] = weakref.WeakKeyDictionary()
     # What TaskOutput reports beyond the job, per agent, kept no longer than the agent is.
-    tasks: weakref.WeakKeyDictionary[Agent, dict[str, _Task]] = weakref.WeakKeyDictionary()
+    tasks: weakref.WeakKeyDictionary[Agent, dict[str, BackgroundTask]] = weakref.WeakKeyDictionary()
 
     def finalize(text: str) -> str:
         return cap_text(text, cap)
@@ -256,7 +241,7 @@ def claude_tools(
             "interrupted": interrupted,
             "sessionId": session_id,
         }
-        exit_code = _exit_code(result)
+        exit_code = exit_code_of(result)
         value["exitCode"] = exit_code
         if result.input_hidden:
             value["inputHidden"] = True
@@ -289,12 +274,12 @@ def claude_tools(
                 "NO_JOBS_SERVICE",
             )
         session_id = await open_shell(service, exec_)
-        task = _Task(
+        task = BackgroundTask(
             command=args["command"],
             description=args.get("description", args["command"][:80]),
             session_id=session_id,
         )
-        runner = _BackgroundRun(service, exec_.agent, session_id, task, budget)
+        runner = BackgroundRun(service, exec_.agent, session_id, task, budget)
         try:
             runner.start()
             job = job_service.start(
@@ -390,7 +375,7 @@ def claude_tools(
                 f"task {task_id} is not running (it {job.status})", "INVALID_ARGUMENT"
             )
         task = tasks.get(exec_.agent, {}).get(task_id)
-        if not await _finished_within(job.finished, _STOP_GRACE_S) and task is not None:
+        if not await finished_within(job.finished, _STOP_GRACE_S) and task is not None:
             # Ctrl-C did not stop it (SIGINT ignored): closing the session ends its tree.
             with contextlib.suppress(TerminalError):
                 await terminals().kill(exec_.agent, task.session_id, "TaskStop: Ctrl-C ignored")
@@ -409,93 +394,6 @@ def claude_tools(
     return [bash, task_output, task_stop]
 
 
-class _BackgroundRun:
-    """One background command on a session of its own, run until it exits or is stopped.
-
-    A settle that proves nothing (silence, the send's own bound) is followed by another
-    wait, so the task stays ``running`` until the prompt is back; the session is closed
-    when it ends.
-    """
-
-    def __init__(
-        self,
-        service: TerminalSessionService,
-        owner: Agent,
-        session_id: str,
-        task: _Task,
-        budget: int,
-    ) -> None:
-        self._service = service
-        self._owner = owner
-        self._session_id = session_id
-        self._task = task
-        self._budget = budget
-        self._op: SendOperation | None = None
-        self._stopping = False
-        self._echo: str | None = task.command + "\n"
-
-    def start(self) -> None:
-        """Type the command now, before its job id is handed out."""
-        self._op = self._service.start_send(
-            self._owner,
-            self._session_id,
-            SendRequest(text=self._task.command, max_bytes=self._budget),
-        )
-
-    def collect(self) -> str:
-        """Output new since the previous collect, without the echo of the command line."""
-        text = self._op.read_output() if self._op is not None else ""
-        if self._echo is not None and text:
-            text = text.removeprefix(self._echo)
-            self._echo = None
-        return text
-
-    async def run(self, handle: JobHandle) -> str:
-        try:
-            while True:
-                assert self._op is not None
-                result: SendResult = await self._op.done
-                rest = self.collect()
-                exit_code = _exit_code(result)
-                if exit_code is not None:
-                    # What follows the last newline is the shell's prompt, not output.
-                    rest = rest[: rest.rfind("\n") + 1]
-                handle.write(rest)
-                if exit_code is not None or result.wait_reason == WaitReason.SESSION_EXIT:
-                    self._task.exit_code = exit_code
-                    return f"exit code {exit_code}"
-                if self._stopping:
-                    return "stopped"
-                if result.wait_reason == WaitReason.STDIN_READ:
-                    await asyncio.sleep(_BLOCKED_POLL_S)  # blocked reading: look again later
-                self._op = self._service.start_send(
-                    self._owner,
-                    self._session_id,
-                    SendRequest(text="", submit=False, max_bytes=self._budget),
-                )
-        finally:
-            with contextlib.suppress(TerminalError):
-                await asyncio.shield(
-                    self._service.kill(self._owner, self._session_id, "background task ended")
-                )
-
-    async def stop(self) -> None:
-        """Ctrl-C the command; the run ends when its prompt is back (or at once if blocked)."""
-        self._stopping = True
-        op = self._op
-        if op is not None and not op.done.done():
-            await op.cancel()
-        else:
-            with contextlib.suppress(TerminalError):
-                await self._service.signal(self._owner, self._session_id, "SIGINT")
-
-
-async def _finished_within(finished: asyncio.Event, seconds: float) -> bool:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(finished.wait(), seconds)
-    return finished.is_set()
-
-
 def _needs_jobs(service: JobService | None) -> JobService:
     if service is None:
         raise TerminalError(
@@ -504,15 +402,6 @@ def _needs_jobs(service: JobService | None) -> JobService:
             "NO_JOBS_SERVICE",
         )
     return service
-
-
-def _exit_code(result: SendResult) -> int | None:
-    """The exit status this result proves: the shell's ``$?`` at its prompt, or the shell's own."""
-    if result.wait_reason == WaitReason.STDIN_READ:
-        return result.exit_code
-    if result.wait_reason == WaitReason.SESSION_EXIT:
-        return result.session_status.exit_code
-    return None
 
 
 def bash_text(value: BashOutput) -> str:

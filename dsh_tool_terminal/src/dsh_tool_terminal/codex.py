@@ -23,7 +23,6 @@ import contextlib
 import math
 import secrets as random_ids
 import shlex
-import signal
 import time
 import weakref
 from collections.abc import Callable
@@ -41,12 +40,12 @@ from dsh_terminal_core.registry import (
     SendResult,
     SpawnRequest,
     TerminalSessionService,
-    WaitReason,
 )
 
 from .args import MAX_SEND_CHARS
 from .config import ToolTerminalConfig
 from .profile_send import SHELL_TYPE, send_and_wait, truncate_middle
+from .profile_send import exit_code as exit_code_of
 
 __all__ = [
     "CODEX_TOOLS",
@@ -278,7 +277,7 @@ def codex_tools(
             "input_hidden": result.input_hidden,
             "sessionId": session_id,
         }
-        exit_code = _exit_code(result)
+        exit_code = exit_code_of(result)
         value["wall_time_seconds"] = time.monotonic() - started
         if exit_code is None:
             value["session_id"] = int(session_id.removeprefix("pty-"))
@@ -308,29 +307,6 @@ def response_text(value: ExecOutput) -> str:
     sections.append("Output:")
     sections.append(value["output"])
     return "\n".join(sections)
-
-
-def _exit_code(result: SendResult) -> int | None:
-    """The command's exit code when this call proved it exited, else None (still running).
-
-    The shell's prompt back (``stdin_read`` with the shell's ``$?``) proves it; so does the
-    shell itself ending (``exit 3``), reported as its exit status or 128 + its signal.
-    """
-    if result.wait_reason == WaitReason.STDIN_READ and result.exit_code is not None:
-        return result.exit_code
-    if result.wait_reason == WaitReason.SESSION_EXIT:
-        status = result.session_status
-        if status.exit_code is not None:
-            return status.exit_code
-        return 128 + _signal_number(status.signal)
-    return None
-
-
-def _signal_number(name: str | None) -> int:
-    try:
-        return int(signal.Signals[name]) if name else 0
-    except KeyError:
-        return 0
 
 
 def _command_line(args: ExecCommandArgs) -> str:

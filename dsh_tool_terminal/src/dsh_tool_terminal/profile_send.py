@@ -7,11 +7,12 @@ still be a real Ctrl-C and release the session, exactly as ``terminal_send`` doe
 from __future__ import annotations
 
 import asyncio
+import signal
 
 from dsh_terminal_core.kernel.tools import ToolExec
-from dsh_terminal_core.registry import SendRequest, SendResult, TerminalSessionService
+from dsh_terminal_core.registry import SendRequest, SendResult, TerminalSessionService, WaitReason
 
-__all__ = ["SHELL_TYPE", "send_and_wait", "truncate_middle"]
+__all__ = ["SHELL_TYPE", "exit_code", "send_and_wait", "truncate_middle"]
 
 #: The session type every profile opens: the bash backend's interactive shell.
 SHELL_TYPE = "shell"
@@ -49,3 +50,26 @@ def truncate_middle(text: str, max_bytes: int, marker: str) -> tuple[str, bool]:
     head = data[: room // 2].decode("utf-8", "ignore")
     tail = data[len(data) - (room - room // 2) :].decode("utf-8", "ignore")
     return head + note + tail, True
+
+
+def exit_code(result: SendResult) -> int | None:
+    """The command's exit code when this call proved it exited, else None (still running).
+
+    The shell's prompt back (``stdin_read`` with the shell's ``$?``) proves it; so does the
+    shell itself ending (``exit 3``), reported as its exit status or 128 + its signal.
+    """
+    if result.wait_reason == WaitReason.STDIN_READ and result.exit_code is not None:
+        return result.exit_code
+    if result.wait_reason == WaitReason.SESSION_EXIT:
+        status = result.session_status
+        if status.exit_code is not None:
+            return status.exit_code
+        return 128 + _signal_number(status.signal)
+    return None
+
+
+def _signal_number(name: str | None) -> int:
+    try:
+        return int(signal.Signals[name]) if name else 0
+    except KeyError:
+        return 0
