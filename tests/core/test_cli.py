@@ -53,6 +53,14 @@ def test_unknown_command_is_a_usage_error() -> None:
     assert "invalid choice" in result.stderr
 
 
+def test_mcp_tools_names_the_profiles_and_refuses_others() -> None:
+    helped = run_cli("mcp", "--help")
+    assert "--tools {dsh,codex,claude}" in helped.stdout
+    refused = run_cli("mcp", "--tools", "gemini")
+    assert refused.returncode == 2
+    assert "invalid choice: 'gemini'" in refused.stderr
+
+
 def test_plugins_shows_the_backend_types_each_plugin_registers() -> None:
     result = run_cli("plugins")
     assert result.returncode == 0, result.stderr

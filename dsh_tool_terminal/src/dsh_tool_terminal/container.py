@@ -10,6 +10,8 @@ from dsh_terminal_core.kernel.jobs import JobService
 from dsh_terminal_core.registry import TerminalSessionService
 from dsh_terminal_core.secrets import SecretsService
 
+from .claude import claude_tools
+from .codex import codex_tools
 from .config import ToolTerminalConfig
 from .search import search_tool
 from .tools import terminal_tools
@@ -19,9 +21,10 @@ __all__ = ["ToolTerminalContainer"]
 
 
 class ToolTerminalContainer(containers.DeclarativeContainer):
-    """Builds the terminal tools and the watch tools (SPEC §22). Services are passed as
-    providers so each call resolves them afresh: a test's container override of
-    ``terminals`` reaches tools built earlier."""
+    """Builds the terminal tools and the watch tools (SPEC §22), and a profile's (§30.1).
+
+    Services are passed as providers so each call resolves them afresh: a test's
+    container override of ``terminals`` reaches tools built earlier."""
 
     config = providers.Dependency(instance_of=ToolTerminalConfig)
     terminals = providers.Dependency(instance_of=TerminalSessionService)
@@ -35,3 +38,5 @@ class ToolTerminalContainer(containers.DeclarativeContainer):
         watch_tools, human.provider, terminals.provider, config.provided.max_result_bytes
     )
     search = providers.Singleton(search_tool, terminals.provider, config)
+    codex_tools = providers.Singleton(codex_tools, terminals.provider, config)
+    claude_tools = providers.Singleton(claude_tools, terminals.provider, jobs.provider, config)

@@ -1,4 +1,5 @@
-"""Plugin ``tool-terminal``: the ``terminal_*`` tools (watch links too) and their guidance."""
+"""Plugin ``tool-terminal``: the ``terminal_*`` tools (watch links too) and their guidance,
+or a tool profile's tools (``codex``, ``claude``; SPEC §30.1) in their place."""
 
 from __future__ import annotations
 
@@ -23,6 +24,16 @@ def dsh_plugin_info() -> PluginInfo:
 
 @hookimpl
 def dsh_apply(ctx: Context, config: Config, container: ToolTerminalContainer) -> None:
+    # A profile serves the same sessions under a peer's tool shapes instead (SPEC §30.1);
+    # its tools carry their own descriptions, as the peer's model expects them.
+    if config.profile == "codex":
+        for tool in container.codex_tools():
+            ctx.tools.register(tool)
+        return
+    if config.profile == "claude":
+        for tool in container.claude_tools():
+            ctx.tools.register(tool)
+        return
     for tool in (*container.tools(), *container.watch_tools()):
         ctx.tools.register(tool)
     ctx.tools.register(container.search())

@@ -13,6 +13,7 @@ import attrs
 
 from ..kernel.errors import DshError
 from ..kernel.harness import Harness
+from ..mcp.profiles import TOOL_PROFILES
 
 __all__ = ["main"]
 
@@ -147,6 +148,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="sandbox mode for the connection's agent (env DSH_SANDBOX_MODE)",
     )
     mcp.add_argument("--workspace", help="workspace root (env DSH_WORKSPACE_ROOT; default: cwd)")
+    mcp.add_argument(
+        "--tools",
+        choices=list(TOOL_PROFILES),
+        help=(
+            "tool profile (SPEC §30.1): dsh (default; every tool), codex (exec_command, "
+            "write_stdin) or claude (Bash, TaskOutput, TaskStop); overrides the config file"
+        ),
+    )
     _add_http_arguments(mcp)
     attach = commands.add_parser(
         "attach", help="attach this terminal to a watch link, like tmux attach (SPEC §22)"
@@ -242,10 +251,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                     token_file=args.token_file,
                     no_auth=args.no_auth,
                     idle_ttl_s=DEFAULT_IDLE_TTL_S if args.idle_ttl_s is None else args.idle_ttl_s,
+                    tools=args.tools,
                 )
             from ..mcp.server import serve
 
-            return serve(config_path=args.config, sandbox=args.sandbox, workspace=args.workspace)
+            return serve(
+                config_path=args.config,
+                sandbox=args.sandbox,
+                workspace=args.workspace,
+                tools=args.tools,
+            )
     except DshError as exc:
         print(f"dsh-terminal: error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 2

@@ -48,6 +48,7 @@ from ..kernel.agents import Agent
 from ..kernel.errors import DisposeError, DshError
 from ..kernel.harness import Harness
 from .identities import Identities, Lease
+from .profiles import profile_of, with_profile
 from .server import (
     _INSTALL_HINT,
     McpServerError,
@@ -56,6 +57,7 @@ from .server import (
     _describe,
     _Stop,
     build_config,
+    offered_schemas,
     sandbox_warning,
     secret_pages,
 )
@@ -199,8 +201,12 @@ def serve_http(
     token_file: str | None = None,
     no_auth: bool = False,
     idle_ttl_s: float = DEFAULT_IDLE_TTL_S,
+    tools: str | None = None,
 ) -> int:
     """Serve every registered tool over streamable HTTP until a signal; return the exit code.
+
+    ``tools`` is the tool profile (``--tools``; SPEC §30.1): ``dsh``, ``codex`` or
+    ``claude``.
 
     Returns 0 after a clean shutdown, 1 when serving failed or some session could not
     be closed, 2 when the server could not start (the ``mcp`` extra is missing, the
@@ -214,7 +220,7 @@ def serve_http(
         return 2
     _configure_logging()
     try:
-        config = build_config(config_path, sandbox, workspace)
+        config = with_profile(build_config(config_path, sandbox, workspace), tools)
         options = resolve_http_options(address, token_file, no_auth, idle_ttl_s)
         listener = _bind(options.bind)
     except DshError as exc:
@@ -261,11 +267,12 @@ async def _serve(
     stop = _Stop()
     async with Harness(config=config) as harness:
         identities = Identities(harness.create_agent, options.idle_ttl_s)
-        _announce(harness, options)
+        profile = profile_of(config)
+        _announce(harness, options, profile)
         pages = secret_pages(harness)
         listens = Listens()
         identity_of = _identity_of if options.tokens is not None else (lambda _ctx: None)
-        server = _build_server(harness, _agent_of, pages, listens, identity_of)
+        server = _build_server(harness, _agent_of, pages, listens, identity_of, profile=profile)
         # A call's answer is one JSON body rather than a one-event SSE stream: the tools
         # send nothing mid-call, and the plain body costs about half the CPU per call.
         manager = StreamableHTTPSessionManager(
@@ -324,8 +331,8 @@ async def _close(identities: Identities) -> bool:
     return True
 
 
-def _announce(harness: Harness, options: HttpOptions) -> None:
-    tools = [schema["name"] for schema in harness.tool_schemas()]
+def _announce(harness: Harness, options: HttpOptions, profile: str) -> None:
+    tools = [schema["name"] for schema in offered_schemas(harness, profile)]
     probe = Agent("mcp-http")  # a stand-in: the default policy is every identity's
     where = ""
     if harness.ctx.has("sandbox_policy"):

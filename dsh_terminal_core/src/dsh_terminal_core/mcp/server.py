@@ -51,14 +51,16 @@ from ..kernel.configfile import (
     ConfigFileError,
     build_config,
 )
-from ..kernel.errors import DisposeError, DshError
+from ..kernel.errors import DisposeError, DshError, ToolNotFound
 from ..kernel.harness import Harness
 from ..kernel.humanask import HumanAnswer, HumanAsk
 from ..kernel.secret import Secret, SecretAsk
+from ..kernel.tools import render_error
 from ..provider import hostexit
 from ..sandbox.bwrap import SandboxHealth
 from .asks import AskRound, PendingAsks, request_state_boundary
 from .human_ask import ask_human_by_url, no_human_asks
+from .profiles import offered_tools, profile_of, with_profile
 from .secret_page import PAGE_VALID_S, SecretPages, ask_by_url
 from .stdio import StdioWire
 from .wake import Listens, attach, install
@@ -131,12 +133,19 @@ def sandbox_warning(harness: Harness, agent: Agent) -> str | None:
 # -- entry point -----------------------------------------------------------------------
 
 
-def serve(config_path: str | None, sandbox: str | None, workspace: str | None) -> int:
+def serve(
+    config_path: str | None,
+    sandbox: str | None,
+    workspace: str | None,
+    tools: str | None = None,
+) -> int:
     """Serve every registered tool to one MCP client on stdin/stdout; return the exit code.
 
     Returns 0 after a clean end (client disconnect or a shutdown signal), 1 when the
     server failed or could not close every session, and 2 when it could not start (the
     ``mcp`` extra is missing, or the config, flags or environment are invalid).
+    ``tools`` is the tool profile (``--tools``; SPEC §30.1): ``dsh``, ``codex`` or
+    ``claude``.
     """
     try:
         import mcp.server.lowlevel  # noqa: F401
@@ -145,7 +154,7 @@ def serve(config_path: str | None, sandbox: str | None, workspace: str | None) -
         return 2
     _configure_logging()
     try:
-        config = build_config(config_path, sandbox, workspace)
+        config = with_profile(build_config(config_path, sandbox, workspace), tools)
     except McpServerError as exc:
         log.error("%s", exc.message)
         return 2
@@ -173,10 +182,11 @@ async def _serve(config: Mapping[str, Mapping[str, Any]]) -> int:
     stop = _Stop()
     async with Harness(config=config) as harness:
         agent = harness.create_agent(AGENT_ID)
-        _announce(harness, agent)
+        profile = profile_of(config)
+        _announce(harness, agent, profile)
         pages = secret_pages(harness)
         listens = Listens()
-        server = _build_server(harness, lambda _ctx: agent, pages, listens)
+        server = _build_server(harness, lambda _ctx: agent, pages, listens, profile=profile)
         status = 0
         failed = False
         with stop.installed(asyncio.get_running_loop()):
@@ -202,8 +212,8 @@ async def _serve(config: Mapping[str, Mapping[str, Any]]) -> int:
     return status
 
 
-def _announce(harness: Harness, agent: Agent) -> None:
-    tools = [schema["name"] for schema in harness.tool_schemas()]
+def _announce(harness: Harness, agent: Agent, profile: str) -> None:
+    tools = [schema["name"] for schema in offered_schemas(harness, profile)]
     where = ""
     if harness.ctx.has("sandbox_policy"):
         policy = harness.ctx.sandbox_policy.resolve(agent)
@@ -238,12 +248,19 @@ def secret_pages(harness: Harness) -> SecretPages:
     return SecretPages(valid_s)
 
 
+def offered_schemas(harness: Harness, profile: str) -> list[dict[str, Any]]:
+    """The schemas of the tools this server offers under its tool profile (SPEC §30.1)."""
+    offered = offered_tools(harness, profile)
+    return [schema for schema in harness.tool_schemas() if offered(schema["name"])]
+
+
 def _build_server(
     harness: Harness,
     agent_of: AgentOf,
     pages: SecretPages,
     listens: Listens,
     identity_of: IdentityOf = lambda _ctx: None,
+    profile: str = "dsh",
 ) -> Server[Any]:
     """Build the low-level SDK server whose two handlers forward to ``harness``.
 
@@ -255,12 +272,14 @@ def _build_server(
     (:mod:`.mcp_secrets`), returned as ``input_required`` on 2026-07-28 (:mod:`.mcp_asks`,
     with a sealed ``requestState`` bound to the caller's identity). ``identity_of``
     names the authenticated identity of a request, for the audit log (HTTP with tokens).
+    ``profile`` (``--tools``) limits the tools offered and callable to a tool profile's.
     """
     import mcp_types as types
     from mcp.server.lowlevel import Server
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     asks = PendingAsks(pages)
+    offered = offered_tools(harness, profile)
 
     async def list_tools(
         _ctx: ServerRequestContext[Any], _params: types.PaginatedRequestParams | None
@@ -274,6 +293,7 @@ def _build_server(
                     output_schema=schema.get("outputSchema"),
                 )
                 for schema in harness.tool_schemas()
+                if offered(schema["name"])
             ]
         )
 
@@ -290,6 +310,10 @@ def _build_server(
         # a connection whose identity was reaped and made anew onto the new agent.
         attach(ctx, agent)
         args = dict(params.arguments or {})
+        if not offered(params.name):
+            # Under a tool profile the other tools are not offered, so not callable either.
+            error = ToolNotFound(f"no tool named {params.name!r} under this tool profile")
+            return to_call_result(render_error(error), None, True, _notices(agent))
         if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
 
             async def ask_secret(ask: SecretAsk) -> Secret:
