@@ -600,6 +600,7 @@ class BashSession(SessionProbe, CancelEnforcement):
             alternate_screen=self._screen is None and self._modes.alternate_screen,
             match=settlement.match,
             listening=self._new_listeners(),
+            periodic=settlement.periodic,
         )
 
     def _strip_echo(self, text: str, request: SendRequest) -> str:
