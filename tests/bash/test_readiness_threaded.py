@@ -53,6 +53,14 @@ async def _send(h: Harness, agent: Agent, sid: str, **args: Any) -> dict[str, An
     return result.value
 
 
+def _text_of(path: Path) -> str:
+    """The file as nvim left it; empty before its first write."""
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
 def _screen_text(value: dict[str, Any]) -> str:
     screen = value.get("screen")
     return str(screen.get("text", "")) if isinstance(screen, dict) else ""
@@ -79,7 +87,7 @@ async def nvim_round(
         wrong["insert"] += 1
     await _send(h, agent, sid, keys=["Escape"])
     written = await _send(h, agent, sid, text=":w")
-    if written["waitReason"] == "stdin_read" and token not in path.read_text(errors="replace"):
+    if written["waitReason"] == "stdin_read" and token not in _text_of(path):
         wrong["write"] += 1
     left = await _send(h, agent, sid, text=":q!")
     if left["waitReason"] == "stdin_read" and (left["exitCode"] != 0 or _alternate(left)):
