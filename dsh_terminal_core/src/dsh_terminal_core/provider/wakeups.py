@@ -7,9 +7,9 @@ thread's ``epoll`` watches) and goes back to waiting on the terminal 3-6 ms befo
 main thread has run the command; a look at the input thread alone says "reading the
 terminal". The post is the wake-up: until the main thread has taken it, it sits in one
 of the descriptors below, readable. A woken thread is runnable at once (its state leaves
-``S``), so the state check sees most of these; the descriptor check also covers a
-thread that is asleep elsewhere (in a ``futex``) while news waits in a descriptor it
-will come back to.
+``S``), so the state check sees most of these; the descriptor check covers the wait
+sets themselves (an event source already readable in the set a thread still sleeps on:
+the wake-up on its way) and timers about to fire.
 
 What "readable now" is read from, per kind of descriptor (all from ``/proc``, the
 process's own descriptors; nothing is read out of them):
