@@ -13,9 +13,9 @@ lacks the typed text, after ``:w`` whose file lacks it, after ``:q!`` without th
 exit code or with nvim still on the alternate screen. ``--load N`` runs N ``yes`` processes
 writing to ``/dev/null`` for the whole run (killed and reaped at the end).
 
-``--programs`` opens one fresh screen session per program (mc, nested tmux and GNU screen,
-a Textual app, ipython, nvim, ``watch -n 1 date``, ``tail -f`` of a log written every
-0.3 s), starts it, presses one key that redraws, and prints each send's wait reason and
+``--programs`` opens one fresh screen session per program (mc with and without its
+subshell, nested tmux and GNU screen, a Textual app, ipython, nvim, ``watch -n 1 date``,
+``tail -f`` of a log written every 0.3 s), starts it, presses one key that redraws, and prints each send's wait reason and
 wall time (and ``periodic``), then leaves the program as a person would.
 """
 
@@ -113,7 +113,8 @@ def _programs(workdir: Path) -> list[tuple[str, str | None, list[dict[str, Any]]
             [{"text": f"nvim --clean -n {workdir / 'f.txt'}"}, {"text": "ihello", "submit": False}],
             {"keys": ["Escape", ":", "q", "!", "Enter"]},
         ),
-        ("mc", "mc", [{"text": "mc -u"}, {"keys": ["Down"]}], {"keys": ["F10"]}),
+        ("mc -u (no subshell)", "mc", [{"text": "mc -u"}, {"keys": ["Down"]}], {"keys": ["F10"]}),
+        ("mc (subshell)", "mc", [{"text": "mc"}, {"keys": ["Down"]}], {"keys": ["F10"]}),
         (
             "tmux",
             "tmux",
