@@ -291,7 +291,7 @@ class LinuxStdinProbe:
     def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:
         """The wait of the first member of ``pgid`` found reading ``terminal``, or None.
 
-        ``wakes`` is the summed wake count of that member's reading threads. The group
+        ``wakes`` is that member's wake count, summed over every thread. The group
         leader is tried first because it is usually the one reading; the rest of the
         group costs one scan of ``/proc``, in pid order, unless the group is provably its
         leader alone. ``stamp`` is set only when the leader itself is single-threaded and
