@@ -14,6 +14,7 @@ import asyncio
 import shutil
 import sys
 from collections import Counter
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -99,8 +100,35 @@ async def nvim_round(
         assert (again["waitReason"], again["exitCode"]) == ("stdin_read", 0), again
 
 
+@pytest.fixture
+async def both_cores_busy() -> AsyncIterator[None]:
+    """Two processes spinning on the CPU for the test, killed and reaped after it."""
+    spinners = [
+        await asyncio.create_subprocess_exec(sys.executable, "-c", "while True: pass")
+        for _ in range(2)
+    ]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+        for spinner in spinners:
+            await spinner.wait()
+
+
 @_needs("nvim")
 async def test_nvim_never_settles_before_it_has_run_the_keys(tmp_path: Path) -> None:
+    await _nvim_rounds(tmp_path)
+
+
+@_needs("nvim")
+async def test_nvim_never_settles_early_with_both_cores_busy(
+    tmp_path: Path, both_cores_busy: None
+) -> None:
+    await _nvim_rounds(tmp_path)
+
+
+async def _nvim_rounds(tmp_path: Path) -> None:
     wrong: Counter[str] = Counter()
     async with Harness(config=full_access()) as h:
         agent = h.create_agent("a")
