@@ -190,6 +190,9 @@ class SessionProbe:
     def sole_member(self, pgid: int) -> bool:
         return self._process.sole_member(pgid)
 
+    def foreground_group(self) -> int | None:
+        return self._process.foreground_pgid()
+
     def foreground_listening(self) -> bool:
         foreground = self._process.foreground_pgid()
         if foreground is None or foreground == self._shell_pgid:

@@ -34,10 +34,17 @@ the prompt path. The tiers, strongest evidence first:
    ``listen_settle_ms``: waiting out the whole silence would tell the model nothing more.
    Looked at after ``listen_settle_ms`` of quiet, then after twice as long each time
    while it stays quiet; never during startup.
-4. *silence* → ``inferred_idle`` after ``idle_silence_ms`` without output
+4. *periodic* → ``inferred_idle`` with ``periodic`` set, for a program that redraws on
+   a clock and never waits on the terminal (``watch -n 1 date``, ``tail -f`` of a log
+   written on a beat, a progress display): its output comes in short bursts, each after
+   a quiet gap, at a steady period, from the same foreground group, and no look found
+   it waiting on the terminal. Silence never comes for such a program, so without this
+   it ran out the send's budget. Settles once the third burst has ended: about two of
+   its periods after its first frame (:mod:`.periodic`).
+5. *silence* → ``inferred_idle`` after ``idle_silence_ms`` without output
    (+ ``handoff_grace_ms`` once a marker was seen). During startup an empty silence
    never counts.
-5. *deadline* → ``timeout`` after ``timeout_ms``.
+6. *deadline* → ``timeout`` after ``timeout_ms``.
 
 ``session_exit`` settles at once when the shell exits.
 """
@@ -56,6 +63,7 @@ from dsh_terminal_core.registry.linematch import LineMatch
 
 from .callbacks import CALLBACKS_CONTEXT
 from .config import BashConfig
+from .periodic import BurstWatch, bursts_start
 from .polling import PollingWatch
 
 __all__ = ["Readiness", "ReadinessProbe", "Settlement"]
@@ -85,6 +93,8 @@ class Settlement(NamedTuple):
     input_hidden: bool = False
     by_prompt: bool = False
     match: LineMatch | None = None
+    #: Settled by the periodic tier: the program redraws on a clock, never reading keys.
+    periodic: bool = False
 
 
 class ReadinessProbe(Protocol):
@@ -144,6 +154,10 @@ class ReadinessProbe(Protocol):
         began listening after the send's input was written."""
         ...
 
+    def foreground_group(self) -> int | None:
+        """The terminal's foreground process group now (one ``tcgetpgrp``); None if unknown."""
+        ...
+
 
 class Readiness:
     """The ladder for one wait; calls ``on_settle`` exactly once.
@@ -159,10 +173,12 @@ class Readiness:
         "_activity_at",
         "_any_output",
         "_before",
+        "_bursts",
         "_config",
         "_deadline_due",
         "_dispatching",
         "_fenced",
+        "_first_text_at",
         "_listen_due",
         "_listen_looks",
         "_listen_quiet_since",
@@ -182,6 +198,7 @@ class Readiness:
         "_started",
         "_started_at",
         "_startup",
+        "_terminal_seen",
         "_timer",
         "_timer_at",
         "_wait_seen_at",
@@ -219,6 +236,12 @@ class Readiness:
         #: Sightings of a program polling its keyboard; made at the first one, since almost
         #: every send settles without any.
         self._polls: PollingWatch | None = None
+        #: Bursts of output of a program redrawing on a clock; made at the first quiet gap.
+        self._bursts: BurstWatch | None = None
+        self._first_text_at: float | None = None
+        #: A look found the foreground waiting on the terminal (a proof or a polling wait):
+        #: such a program is for the stdin-wait tiers, never the periodic one.
+        self._terminal_seen = False
         self.settled = False
         #: Set while a cancel is in force: a shell's read is then only trusted with the
         #: prompt that follows the interrupt (the line editor can sit in a read after
@@ -327,6 +350,8 @@ class Readiness:
             return
         now = self._loop.time()
         if has_text or marker:
+            if has_text and self._write_done and not self._startup:
+                self._see_burst(now)
             self._any_output = True
             self._activity_at = now
             self._wait_seen_at = None
@@ -414,6 +439,8 @@ class Readiness:
             # count yet: the group look (a scan of /proc) could not change the answer.
             return False
         foreground = self._probe.foreground()
+        if foreground is not None and (foreground.input_waiting or foreground.polling):
+            self._terminal_seen = True
         if foreground is None or not foreground.input_waiting:
             self._wait_seen_at = None
             return foreground is not None and self._check_polling(foreground)
@@ -493,6 +520,44 @@ class Readiness:
         self._settle(Settlement(reason=WaitReason.STDIN_READ, exit_code=None))
         return True
 
+    def _see_burst(self, now: float) -> None:
+        """Output arrived at ``now``: a new burst if it follows a quiet gap."""
+        bursts = self._bursts
+        if bursts is None:
+            if self._first_text_at is None:
+                self._first_text_at = now
+                return
+            if not bursts_start(self._activity_at, now):
+                return  # nearly every send settles before its output ever pauses
+            bursts = self._bursts = BurstWatch(self._first_text_at)
+        bursts.output(now, self._activity_at, self._probe.foreground_group)
+
+    def _check_periodic(self) -> bool:
+        """Settle on a program redrawing on a clock: see :mod:`.periodic`.
+
+        Never for a protocol shell's group, nor for a program any look found waiting on
+        the terminal (a refresher polling its keys settles ``stdin_read`` instead), and
+        one more look must find it not waiting there now.
+        """
+        bursts = self._bursts
+        if bursts is None or self._terminal_seen or not self._write_done:
+            return False
+        now = self._loop.time()
+        group = bursts.steady_group(now, self._activity_at)
+        if group is None:
+            return False
+        if group == self._probe.shell_group() or self._probe.is_protocol_shell(group):
+            return False
+        if self._probe.foreground_group() != group:
+            return False
+        if self._probe.exact:
+            foreground = self._probe.foreground()
+            if foreground is None or foreground.input_waiting or foreground.polling:
+                self._terminal_seen = foreground is not None
+                return False
+        self._settle(Settlement(reason=WaitReason.INFERRED_IDLE, periodic=True))
+        return True
+
     def _too_early_for_new_waiter(self) -> bool:
         """A group that was not waiting before the write counts after ``exact_probe_after_ms``."""
         return self._loop.time() - self._started_at < self._config.exact_probe_after_ms / 1000
@@ -511,7 +576,7 @@ class Readiness:
             # Output is still flowing; look again once it has paused.
             self._arm_probe((wanted - quiet_for) * 1000)
             return
-        if self._check_prompt() or self._check_stdin_wait():
+        if self._check_prompt() or self._check_stdin_wait() or self._check_periodic():
             return
         self._probe_step += 1
         self._arm_probe(self._delay_for(self._probe_step) * 1000)

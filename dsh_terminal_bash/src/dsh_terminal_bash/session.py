@@ -616,6 +616,7 @@ class BashSession(SessionProbe, CancelEnforcement):
             alternate_screen=self._screen is None and self._modes.alternate_screen,
             match=settlement.match,
             listening=self._new_listeners(),
+            periodic=settlement.periodic,
         )
 
     async def type_raw(self, text: str) -> None:

@@ -25,7 +25,8 @@ _HEAD = """\
   foreground) is waiting to read input; "inferred_idle" only means no output arrived for
   a while and "timeout" that the time limit passed — neither proves the command
   finished. Check with terminal_read, send more input, or interrupt with
-  terminal_signal (SIGINT).
+  terminal_signal (SIGINT). "inferred_idle" with periodic=true means the program
+  redraws on a clock and never reads keys (watch, tail -f): it will not stop by itself.
 - inputHidden=true means the program is reading input with echo off, typically a
   password prompt.
 - To start a server or a watcher, send it with waitFor, a regular expression for the

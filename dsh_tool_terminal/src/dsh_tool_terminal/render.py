@@ -44,6 +44,11 @@ def status_line(value: SendValue) -> str:
         text = f"session {status_text(session)}"
     if reason == "inferred_idle" and value.get("listening"):
         text = "a server came up and its output paused; it keeps running"
+    if reason == "inferred_idle" and value.get("periodic"):
+        text = (
+            "the program redraws on a clock and never reads keys (periodic); it keeps "
+            "running: read again, wait again, or interrupt it"
+        )
     trunc = "; output shortened to fit, as marked above" if value.get("truncated") else ""
     line = f"[{reason}: {text}{trunc}]"
     listening = value.get("listening")

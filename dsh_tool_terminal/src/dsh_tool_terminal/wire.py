@@ -86,6 +86,13 @@ class SendValue(TypedDict):
         ]
     ]
     listening: NotRequired[Listening]
+    periodic: NotRequired[
+        Annotated[
+            bool,
+            "With waitReason 'inferred_idle': the program redraws on a clock and never "
+            "reads keys (watch, tail -f); it keeps running.",
+        ]
+    ]
     human: NotRequired[Human]
 
 
@@ -198,6 +205,8 @@ def send_value(result: SendResult) -> SendValue:
         value["match"] = result.match.to_wire()
     if result.listening:
         value["listening"] = [found.to_wire() for found in result.listening]
+    if result.periodic:
+        value["periodic"] = True
     return value
 
 

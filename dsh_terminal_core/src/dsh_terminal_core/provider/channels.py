@@ -11,10 +11,13 @@ loop watch the terminal next to their own ``eventfd``, ``timerfd``, ``signalfd``
 "Holds both ends" is read from ``/proc``: a pipe is the process's own when it also holds
 a descriptor on the same pipe opened for writing; a unix socket is its own when the
 socket at the other end (asked of the kernel, :mod:`.unixdiag`) is among its
-descriptors. Either way no other process that could have inherited the other end — a
-descendant, or an ancestor in the same terminal session — may hold it too. Anything
-that cannot be determined (an unreadable table, an unknown descriptor kind, a socket the
-kernel will not describe) counts as someone else's, so the wait is not proof.
+descriptors. A listening unix socket with no connection waiting has no other end
+(nvim listens on one for its remote API): nothing can arrive on it until someone
+connects, which then wakes the wait as keys do. Either way no other process that could
+have inherited the other end — a descendant, or an ancestor in the same terminal
+session — may hold it too. Anything that cannot be determined (an unreadable table, an
+unknown descriptor kind, a socket the kernel will not describe) counts as someone
+else's, so the wait is not proof.
 """
 
 from __future__ import annotations
@@ -61,6 +64,11 @@ class ChannelJudge:
         self._verdicts: dict[tuple[int, int, frozenset[str]], _Verdict] = {}
         self._ends: dict[tuple[int, int, str], int] = {}
         self._lineage = Lineage(proc)
+
+    @property
+    def peers(self) -> UnixPeers:
+        """The socket diagnostics this judge asks (shared with the wake-up checks)."""
+        return self._peers
 
     def only_own(
         self, files: ProcessFiles, fds: Iterable[int], is_terminal: Callable[[int], bool]
@@ -136,6 +144,8 @@ class ChannelJudge:
             if link.startswith("socket:["):
                 peer = self._peers.peer_of(_inode(link))
                 if peer is None:
+                    if self._peers.idle_listener(_inode(link)):
+                        continue  # a unix server socket nobody is connecting to (nvim's)
                     return False  # not a connected unix socket of this namespace
                 peers.add(f"socket:[{peer}]")
                 continue

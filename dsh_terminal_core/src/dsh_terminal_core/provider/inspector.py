@@ -43,12 +43,12 @@ class TerminalIdentity:
 class ReaderWait(NamedTuple):
     """A process seen blocked reading the terminal, and what identifies that wait.
 
-    ``wakes`` is its main thread's wake count, read so that it describes this very wait
-    (None when unreadable): it moves once the process wakes. ``stamp`` is the thread's
-    run stamp (its scheduler statistics), unchanged while it stays in the wait, for a
-    single-threaded process only (None otherwise): as long as a later read of
-    ``/proc/<pid>/schedstat`` returns the same bytes, the process has not run, so it is
-    still in this wait.
+    ``wakes`` is its wake count (a threaded process's summed over every thread), read so
+    that it describes this very wait (None when unreadable): it moves once the process
+    wakes. ``stamp`` is the thread's run stamp (its scheduler statistics), unchanged
+    while it stays in the wait, for a single-threaded process only (None otherwise): as
+    long as a later read of ``/proc/<pid>/schedstat`` returns the same bytes, the process
+    has not run, so it is still in this wait.
     """
 
     wakes: int | None

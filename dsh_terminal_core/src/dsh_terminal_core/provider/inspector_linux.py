@@ -33,6 +33,17 @@ needs to tell an idle poller from a busy one over several looks (its wake count,
 long it was busy); the same look answers the proof question, so only a leader in such a
 wait pays for the extra reads.
 
+A process with more than one thread is judged whole (:meth:`_Look.all_threads`): one
+thread reading the terminal proves nothing while another is still working on the keys it
+passed on (nvim's input thread is back in its wait 3-6 ms before the main thread has run
+``:q!``). Every thread must be asleep (state ``S``) with no signal queued for it or the
+process, in a wait that is proof of nothing but the user: the terminal read itself, a
+wait on the process's own descriptors with none of them readable (:mod:`.wakeups`) and no
+timeout within :data:`SHORT_WAIT_NS`, a ``futex`` (a thread waiting for another of its
+threads, all of which are asleep too) or a wait for a signal (none queued; vim's timer
+thread), each with no such timeout. Every thread's run stamp is
+read before the look and again after it: unchanged, no thread ran while we looked.
+
 Every positive answer is confirmed by the thread's scheduler statistics, read before its
 syscall line and again at the end: if the thread ran while we looked (it may re-enter
 the same call with the same arguments after rewriting its descriptor sets), the answer
@@ -47,6 +58,7 @@ import fcntl
 import os
 import stat
 import struct
+import time
 from collections.abc import Iterable
 from typing import Final, Literal
 
@@ -57,7 +69,8 @@ from .inspector import PollingWait, ReaderWait, TerminalIdentity
 from .procfiles import KeptFiles, ProcessFiles, epoll_entries
 from .procfs import PROC, iter_pids, read_bytes, read_stat
 from .syscalls import Limit, SyscallTable, Wait, WaitCall, current_table
-from .taskfacts import busy_ns_in, reaped_cpu, sole_member, wake_count, wakes_in, write_calls
+from .taskfacts import busy_ns_in, reaped_cpu, sole_member, wakes_in, write_calls
+from .wakeups import has_pending_wakeup
 
 __all__ = ["SHORT_WAIT_NS", "LinuxStdinProbe"]
 
@@ -76,6 +89,15 @@ _INERT_DEVICES = frozenset(os.makedev(1, minor) for minor in (3, 5, 7, 8, 9))
 # A polling process with more descriptors than this is not judged (one look reads them all).
 _MAX_POLLING_FDS = 256
 _TICK_NS = 1_000_000_000 // (os.sysconf("SC_CLK_TCK") or 100)
+# futex operations that put a thread to sleep, and how each states its timeout.
+_FUTEX_CMD_MASK = ~(128 | 256)  # FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME
+_FUTEX_CLOCK_REALTIME = 256
+_FUTEX_RELATIVE = frozenset({0})  # FUTEX_WAIT
+_FUTEX_ABSOLUTE = frozenset({9, 11, 13})  # WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2
+_FUTEX_LOCK_PI = 6  # absolute, always CLOCK_REALTIME
+# The threads of one process looked at; a larger process is not judged (one look reads
+# every thread's files).
+_MAX_THREADS = 64
 
 
 class _Handover(enum.Enum):
@@ -89,10 +111,30 @@ _GENERAL: Final = _Handover.GENERAL
 
 @attrs.frozen
 class _Polled:
-    """A thread seen in a polling wait: its timeout and the run stamp bracketing the look."""
+    """A process seen in a polling wait: the wait's timeout, the run stamps bracketing the
+    look (one per thread, in ``tids`` order), and the wake count and busy time they hold."""
 
     timeout_ns: int
     stamp: bytes
+    tids: tuple[str, ...]
+    wakes: int | None
+    busy_ns: int | None
+
+
+@attrs.frozen
+class _Threads:
+    """What :meth:`_Look.all_threads` found: every thread asleep, nothing pending.
+
+    ``reading``: some thread is in a proof wait on the terminal; else ``polled_ns`` is
+    the shortest timeout of the threads polling it. ``wakes`` and ``busy_ns`` are summed
+    over every thread; ``stamps`` are the run stamps that bracketed the look.
+    """
+
+    reading: bool
+    polled_ns: int | None
+    wakes: int | None
+    busy_ns: int | None
+    stamps: tuple[bytes, ...]
 
 
 @attrs.frozen
@@ -177,12 +219,13 @@ class LinuxStdinProbe:
             if not stamps:
                 return None
             return ReaderWait(wakes=wakes_in(stamps[0]), stamp=stamps[0])
-        before = wake_count(pid)
-        if not self._reading_stamps(pid, tids, terminal, first_only=True, kept=kept):
+        if len(tids) > _MAX_THREADS:
             return None
-        if wake_count(pid) != before:
+        with ProcessFiles(pid, self._proc, kept) as files:
+            whole = _Look(self, files, terminal, polling=False).all_threads(tids)
+        if whole is None or not whole.reading:
             return None
-        return ReaderWait(wakes=before, stamp=None)
+        return ReaderWait(wakes=whole.wakes, stamp=None)
 
     def _kept_reader_wait(
         self, kept: KeptFiles, terminal: TerminalIdentity
@@ -248,7 +291,7 @@ class LinuxStdinProbe:
     def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:
         """The wait of the first member of ``pgid`` found reading ``terminal``, or None.
 
-        ``wakes`` is the summed wake count of that member's reading threads. The group
+        ``wakes`` is that member's wake count, summed over every thread. The group
         leader is tried first because it is usually the one reading; the rest of the
         group costs one scan of ``/proc``, in pid order, unless the group is provably its
         leader alone. ``stamp`` is set only when the leader itself is single-threaded and
@@ -302,7 +345,9 @@ class LinuxStdinProbe:
         tids = self._threads(pid)
         if tids is None:
             return None
-        single = leader and tids == [str(pid)]
+        if tids != [str(pid)]:
+            return self._threads_wait(pid, tids, terminal, polling=polling and leader)
+        single = leader
         with ProcessFiles(pid, self._proc) as files:
             look = _Look(self, files, terminal, polling=polling and single)
             stamps = [stamp for stamp in map(look.reading_stamp, tids) if stamp is not None]
@@ -310,6 +355,35 @@ class LinuxStdinProbe:
                 return look if look.polled is not None else None
         wakes = sum(wakes_in(stamp) or 0 for stamp in stamps)
         return ReaderWait(wakes=wakes, stamp=stamps[0] if single else None)
+
+    def _threads_wait(
+        self, pid: int, tids: list[str], terminal: TerminalIdentity, *, polling: bool
+    ) -> ReaderWait | _Look | None:
+        """:meth:`_member_wait` for a process with more than one thread: judged whole.
+
+        Its wake count is summed over every thread, so a later look at the same waiting
+        process sees it moved once any thread ran. A process polling the terminal gives
+        back its look (with ``polling``), as a single-threaded one does.
+        """
+        if len(tids) > _MAX_THREADS:
+            return None
+        with ProcessFiles(pid, self._proc) as files:
+            look = _Look(self, files, terminal, polling=polling)
+            seen = look.all_threads(tids)
+            if seen is None:
+                return None
+            if seen.reading:
+                return ReaderWait(wakes=seen.wakes, stamp=None)
+            if not polling or seen.polled_ns is None:
+                return None
+            look.polled = _Polled(
+                timeout_ns=seen.polled_ns,
+                stamp=b"".join(seen.stamps),
+                tids=tuple(tids),
+                wakes=seen.wakes,
+                busy_ns=seen.busy_ns,
+            )
+            return look
 
     def _polling_wait(self, look: _Look) -> PollingWait | None:
         """Finish a look that found the (single-threaded) process in a polling wait.
@@ -325,17 +399,17 @@ class LinuxStdinProbe:
             return None
         cpu = reaped_cpu(files.pid, self._proc)
         writes = write_calls(files.pid, self._proc)
-        busy_ns = busy_ns_in(polled.stamp)
+        busy_ns = polled.busy_ns
         if cpu is None or writes is None or busy_ns is None:
             return None
-        if look.runs(look.main) != polled.stamp:
+        if look.stamp_of(polled.tids) != polled.stamp:
             return None
         started, children_ticks = cpu
         return PollingWait(
             pid=files.pid,
             started=started,
             timeout_ns=polled.timeout_ns,
-            wakes=wakes_in(polled.stamp),
+            wakes=polled.wakes,
             busy_ns=busy_ns + children_ticks * _TICK_NS,
             writes=writes,
         )
@@ -505,8 +579,138 @@ class _Look:
         if (proof or polled) and self.runs(tid) == before:
             if proof:
                 return before
-            self.polled = _Polled(timeout_ns=polled, stamp=before)
+            self.polled = _Polled(
+                timeout_ns=polled,
+                stamp=before,
+                tids=(tid,),
+                wakes=wakes_in(before),
+                busy_ns=busy_ns_in(before),
+            )
         return None
+
+    def all_threads(self, tids: list[str]) -> _Threads | None:
+        """Judge a threaded process whole: every thread asleep, none with a wake-up coming.
+
+        Returns None unless every thread in ``tids`` is asleep (state ``S``) with no
+        signal queued for it or its process, in a wait that only the user or the
+        process itself can end (see the module docstring), with none of its own
+        descriptors readable, and no thread ran between the first stamp read and the
+        last. Some thread must wait on the terminal: in a proof wait (``reading``), or
+        in a wait that fails only by its short timeout (``polled_ns``).
+        """
+        stamps = [self.runs(tid) for tid in tids]
+        if any(stamp is None for stamp in stamps):
+            return None
+        reading = False
+        polled: int | None = None
+        for tid in tids:
+            kind = self._thread_wait(tid)
+            if kind is None:
+                return None
+            if kind == 0:
+                reading = True
+            elif kind > 0:
+                polled = kind if polled is None else min(polled, kind)
+        after = [self.runs(tid) for tid in tids]
+        if after != stamps or (not reading and polled is None):
+            return None
+        known = [stamp for stamp in stamps if stamp is not None]
+        wakes = [wakes_in(stamp) for stamp in known]
+        busy = [busy_ns_in(stamp) for stamp in known]
+        return _Threads(
+            reading=reading,
+            polled_ns=polled,
+            wakes=None if None in wakes else sum(w for w in wakes if w is not None),
+            busy_ns=None if None in busy else sum(b for b in busy if b is not None),
+            stamps=tuple(known),
+        )
+
+    def stamp_of(self, tids: tuple[str, ...]) -> bytes | None:
+        """The run stamps of ``tids`` joined, as :class:`_Polled` keeps them."""
+        stamps = [self.runs(tid) for tid in tids]
+        if any(stamp is None for stamp in stamps):
+            return None
+        return b"".join(stamp for stamp in stamps if stamp is not None)
+
+    def _thread_wait(self, tid: str) -> int | None:
+        """How thread ``tid`` waits: 0 in a proof wait on the terminal, the timeout (ns,
+        positive) of a wait on the terminal that fails only by its short timeout, -1
+        asleep elsewhere with nothing coming; None when it is not provably asleep so."""
+        status = read_bytes(f"{self._proc}/{self._files.pid}/task/{tid}/status")
+        if status is None or not _asleep_unsignalled(status):
+            return None
+        line = self._task_file(tid, "syscall")
+        if line is None:
+            return None
+        parsed = _parse_syscall(line.decode("ascii", "replace"))
+        if parsed is None:
+            return None
+        number, args, stack = parsed
+        if stack <= 0xFFFFFFFF and not self._is_64bit(self._files.pid):
+            return None
+        if number == self._table.futex:
+            return -1 if self._futex_waits_long(args) else None
+        signal_wait = self._table.signal_waits.get(number)
+        if signal_wait is not None:
+            # No signal is queued (checked above): it sleeps until one is sent.
+            if signal_wait < 0 or args[signal_wait] == 0:
+                return -1
+            left = self._timespec_ns(args[signal_wait])
+            return -1 if left is not None and left > SHORT_WAIT_NS else None
+        call = self._table.waits.get(number)
+        if call is None:
+            return None
+        if call.kind is Wait.READ:
+            waits: _WaitSet | None = _WaitSet(reads=[args[0]], wakes=[args[0]])
+        else:
+            waits = self._wait_set(call.kind, args)
+        if waits is None:
+            return None
+        terminal = any(self.refers(fd) for fd in waits.reads)
+        timeout = self._timeout_ns(call, args)
+        short = timeout is not None and timeout <= SHORT_WAIT_NS
+        if short and (not terminal or timeout is None or timeout <= 0):
+            return None
+        if not self._channels.only_own(self._files, waits.wakes, self.refers):
+            return None
+        if has_pending_wakeup(
+            self._files, waits.wakes, self.refers, self._channels.peers, SHORT_WAIT_NS
+        ):
+            return None
+        if not terminal:
+            return -1
+        return timeout if short and timeout is not None else 0
+
+    def _futex_waits_long(self, args: list[int]) -> bool:
+        """A ``futex`` sleep with no timeout, or one further away than :data:`SHORT_WAIT_NS`."""
+        op = args[1] & 0xFFFFFFFF
+        command = op & _FUTEX_CMD_MASK
+        address = args[3]
+        if command in _FUTEX_RELATIVE:
+            absolute = False
+        elif command in _FUTEX_ABSOLUTE or command == _FUTEX_LOCK_PI:
+            absolute = True
+        else:
+            return False  # a wake, a requeue, an unknown operation: not a plain sleep
+        if address == 0:
+            return True
+        left = self._timespec_ns(address)
+        if left is None:
+            return False
+        if absolute:
+            realtime = command == _FUTEX_LOCK_PI or op & _FUTEX_CLOCK_REALTIME
+            clock = time.CLOCK_REALTIME if realtime else time.CLOCK_MONOTONIC
+            left -= time.clock_gettime_ns(clock)
+        return left > SHORT_WAIT_NS
+
+    def _timespec_ns(self, address: int) -> int | None:
+        """The ``struct timespec`` at ``address`` in nanoseconds; None when unreadable."""
+        raw = self._files.memory(address, _TIME.size)
+        if raw is None:
+            return None
+        seconds, nanos = _TIME.unpack(raw)
+        total: int = seconds * 1_000_000_000 + nanos
+        return total
 
     def runs(self, tid: str) -> bytes | None:
         """Something that changes whenever the thread runs: its scheduler statistics
@@ -638,6 +842,24 @@ class _Look:
             if entry.events & _EPOLL_READ:
                 reads.append(entry.fd)
         return _WaitSet(reads=reads, wakes=wakes)
+
+
+def _asleep_unsignalled(status: bytes) -> bool:
+    """A task's ``status``: asleep (``S``), no signal queued for it or for its process."""
+    state = status.find(b"\nState:")
+    if state < 0 or status[state + 7 : state + 16].strip()[:1] != b"S":
+        return False
+    for name in (b"\nSigPnd:", b"\nShdPnd:"):
+        start = status.find(name)
+        if start < 0:
+            return False
+        end = status.find(b"\n", start + 1)
+        try:
+            if int(status[start + len(name) : end if end >= 0 else None], 16):
+                return False
+        except ValueError:
+            return False
+    return True
 
 
 def _set_bits(bitmap: bytes, nfds: int) -> list[int]:

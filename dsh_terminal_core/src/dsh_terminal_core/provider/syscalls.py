@@ -48,10 +48,17 @@ class SyscallTable:
 
     ``tiocgptn`` and ``tiocgptpeer`` are the ioctl codes that name or open a PTY master's
     slave; both use the generic ioctl encoding on the architectures listed here.
+    ``futex`` is the number of ``futex``, where a thread of a threaded program waits for
+    another of its threads (a lock, a condition, a queue); -1 where unknown.
+    ``signal_waits`` are the calls that sleep until a signal comes (glibc's POSIX timer
+    thread sits in ``rt_sigtimedwait``), each with the index of its timeout argument (a
+    ``struct timespec`` pointer), or -1 for a call that has none.
     """
 
     machine: str
     waits: dict[int, WaitCall]
+    futex: int = -1
+    signal_waits: dict[int, int] = attrs.field(factory=dict)
     tiocgptn: int = 0x80045430
     tiocgptpeer: int = 0x5441
 
@@ -70,6 +77,8 @@ _X86_64 = SyscallTable(
         281: WaitCall(Wait.EPOLL, Limit.MILLIS, 3),  # epoll_pwait
         441: WaitCall(Wait.EPOLL, Limit.TIMESPEC, 3),  # epoll_pwait2
     },
+    futex=202,
+    signal_waits={128: 2, 34: -1, 130: -1},  # rt_sigtimedwait, pause, rt_sigsuspend
 )
 
 # aarch64: include/uapi/asm-generic/unistd.h (no select, poll or epoll_wait here)
@@ -83,6 +92,8 @@ _AARCH64 = SyscallTable(
         22: WaitCall(Wait.EPOLL, Limit.MILLIS, 3),  # epoll_pwait
         441: WaitCall(Wait.EPOLL, Limit.TIMESPEC, 3),  # epoll_pwait2
     },
+    futex=98,
+    signal_waits={137: 2, 133: -1},  # rt_sigtimedwait, rt_sigsuspend
 )
 
 _TABLES = {"x86_64": _X86_64, "amd64": _X86_64, "aarch64": _AARCH64, "arm64": _AARCH64}

@@ -20,7 +20,10 @@ _SOCK_DIAG_BY_FAMILY = 20
 _NLM_F_REQUEST = 0x1
 _NLMSG_ERROR = 0x2
 _UDIAG_SHOW_PEER = 0x4
+_UDIAG_SHOW_RQLEN = 0x10
 _UNIX_DIAG_PEER = 2
+_UNIX_DIAG_RQLEN = 4
+_TCP_LISTEN = 10
 _NO_COOKIE = 0xFFFFFFFF
 _ALL_STATES = 0xFFFFFFFF
 _HEADER = struct.Struct("=IHHII")  # struct nlmsghdr
@@ -28,6 +31,7 @@ _REQUEST = struct.Struct("=BBHIIIII")  # struct unix_diag_req
 _MESSAGE = struct.Struct("=BBBBIII")  # struct unix_diag_msg
 _ATTRIBUTE = struct.Struct("=HH")  # struct rtattr
 _PEER = struct.Struct("=I")
+_RQLEN = struct.Struct("=II")  # struct unix_diag_rqlen {rqueue; wqueue}
 _CONNECTED_STREAMS = frozenset({socket.SOCK_STREAM, socket.SOCK_SEQPACKET})
 _TCP_ESTABLISHED = 1
 _CACHE_MAX = 1024
@@ -55,19 +59,42 @@ class UnixPeers:
         answer = self._ask(inode)
         if answer is None:
             return None
-        peer, sock_type, state = answer
+        peer, sock_type, state, _queued = answer
         if peer and sock_type in _CONNECTED_STREAMS and state == _TCP_ESTABLISHED:
             if len(self._fixed) >= _CACHE_MAX:
                 self._fixed.clear()
             self._fixed[inode] = peer
         return peer or None
 
-    def _ask(self, inode: int) -> tuple[int, int, int] | None:
+    def queued(self, inode: int) -> int | None:
+        """What waits to be read on unix socket ``inode``: bytes for a connected socket,
+        connections not yet accepted for a listening one; None when it cannot be asked."""
+        answer = self._ask(inode)
+        return answer[3] if answer is not None and answer[3] >= 0 else None
+
+    def idle_listener(self, inode: int) -> bool:
+        """True if ``inode`` is a listening unix socket with no connection waiting.
+
+        It has no other end: until someone connects, nothing can arrive on it, so it
+        holds no news for its owner's wait (a connection arriving later wakes the wait
+        as keys do, and is new evidence then).
+        """
+        answer = self._ask(inode)
+        return answer is not None and answer[2] == _TCP_LISTEN and answer[3] == 0
+
+    def _ask(self, inode: int) -> tuple[int, int, int, int] | None:
         if not 0 < inode <= 0xFFFFFFFF:
             return None
         seq = next(self._seq) & 0xFFFFFFFF
         body = _REQUEST.pack(
-            socket.AF_UNIX, 0, 0, _ALL_STATES, inode, _UDIAG_SHOW_PEER, _NO_COOKIE, _NO_COOKIE
+            socket.AF_UNIX,
+            0,
+            0,
+            _ALL_STATES,
+            inode,
+            _UDIAG_SHOW_PEER | _UDIAG_SHOW_RQLEN,
+            _NO_COOKIE,
+            _NO_COOKIE,
         )
         header = _HEADER.pack(
             _HEADER.size + len(body), _SOCK_DIAG_BY_FAMILY, _NLM_F_REQUEST, seq, 0
@@ -84,8 +111,9 @@ class UnixPeers:
         return _parse(reply, seq, inode)
 
 
-def _parse(reply: bytes, seq: int, inode: int) -> tuple[int, int, int] | None:
-    """``(peer inode or 0, socket type, state)`` from one reply; None for an error reply."""
+def _parse(reply: bytes, seq: int, inode: int) -> tuple[int, int, int, int] | None:
+    """``(peer inode or 0, socket type, state, queued or -1)`` from one reply; None for an
+    error reply."""
     if len(reply) < _HEADER.size:
         return None
     length, kind, _flags, got_seq, _pid = _HEADER.unpack_from(reply)
@@ -100,11 +128,14 @@ def _parse(reply: bytes, seq: int, inode: int) -> tuple[int, int, int] | None:
         return None
     offset += _MESSAGE.size
     peer = 0
+    queued = -1
     while offset + _ATTRIBUTE.size <= end:
         size, attribute = _ATTRIBUTE.unpack_from(reply, offset)
         if size < _ATTRIBUTE.size:
             break
         if attribute == _UNIX_DIAG_PEER and size >= _ATTRIBUTE.size + _PEER.size:
             (peer,) = _PEER.unpack_from(reply, offset + _ATTRIBUTE.size)
+        elif attribute == _UNIX_DIAG_RQLEN and size >= _ATTRIBUTE.size + _RQLEN.size:
+            queued, _written = _RQLEN.unpack_from(reply, offset + _ATTRIBUTE.size)
         offset += (size + 3) & ~3
-    return peer, sock_type, state
+    return peer, sock_type, state, queued

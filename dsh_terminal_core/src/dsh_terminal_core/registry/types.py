@@ -253,6 +253,9 @@ class SendResult:
     match: LineMatch | None = None
     #: Sockets the session's processes began listening on after the input was written.
     listening: tuple[Listener, ...] = ()
+    #: Settled ``inferred_idle`` on a program redrawing on a clock that never reads the
+    #: terminal (``watch``, ``tail -f``): it keeps running and will keep printing.
+    periodic: bool = False
 
 
 @attrs.frozen(kw_only=True)

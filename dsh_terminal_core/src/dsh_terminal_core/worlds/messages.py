@@ -122,6 +122,8 @@ def send_result_to_wire(result: SendResult) -> dict[str, Any]:
         wire["match"] = result.match.to_wire()
     if result.listening:
         wire["listening"] = [_listener_to_wire(found) for found in result.listening]
+    if result.periodic:
+        wire["periodic"] = True
     return wire
 
 
@@ -165,6 +167,7 @@ def send_result_from_wire(wire: object) -> SendResult:
         alternate_screen=field(wire, "alternateScreen", bool),
         match=match,
         listening=tuple(_listener_from_wire(found) for found in listening),
+        periodic=wire.get("periodic") is True,
     )
 
 
