@@ -152,8 +152,10 @@ langchain_env() {
 if [ "$mode" = test ]; then
   say "[5/5] installing the distributions and the test tools into .venv (pip, ~1 min on first run)"
   # gdb and gcc for the gdb/MI consumer; full-screen programs for the screen-session tests;
-  # man for the overstrike rendering test.
-  for pair in gdb:gdb gcc:gcc vim:vim less:less top:procps htop:htop man:man-db dialog:dialog tput:ncurses-bin; do
+  # man for the overstrike rendering test; fzf, whiptail and ncdu for the screen tests of
+  # terminal queries, highlights and DEC line drawing (tests/bash/test_screen_programs.py).
+  for pair in gdb:gdb gcc:gcc vim:vim less:less top:procps htop:htop man:man-db dialog:dialog tput:ncurses-bin \
+      fzf:fzf whiptail:whiptail ncdu:ncdu; do
     tool=${pair%%:*} package=${pair#*:}
     if ! command -v "$tool" >/dev/null 2>&1; then
       if have_apt && is_root; then

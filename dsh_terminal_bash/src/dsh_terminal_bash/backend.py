@@ -107,6 +107,7 @@ class BashBackend:
             self._config,
             context.session_id,
             screen=ScreenEmulator(spec.rows, spec.cols) if context.screen else None,
+            size=(spec.rows, spec.cols),
         )
         try:
             await session.start(context.cancel)

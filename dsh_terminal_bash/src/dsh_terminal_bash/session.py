@@ -36,6 +36,7 @@ from .keys import encode_keys
 from .modes import ModeTracker
 from .operation import BashSendOperation
 from .probe import NO_SOCKETS, SessionProbe
+from .queries import LineQueries
 from .readiness import Readiness, Settlement
 from .sanitizer import Chunk, Sanitizer
 from .screen import ScreenEmulator
@@ -80,6 +81,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         session_id: str,
         *,
         screen: ScreenEmulator | None = None,
+        size: tuple[int, int] | None = None,
     ) -> None:
         self._process = process
         self._config = config
@@ -115,6 +117,11 @@ class BashSession(SessionProbe, CancelEnforcement):
         # keeps the emulated screen.
         self._modes = ModeTracker()
         self._screen = screen
+        # A line session answers cursor-position and device-attribute queries itself; a
+        # screen session's emulator answers every query.
+        rows, cols = size if size is not None else (config.rows, config.cols)
+        self._queries = LineQueries(rows, cols)
+        self._repliers: set[asyncio.Task[None]] = set()
         self._exact = process.exact_input_probe
         self._watchers: list[Callable[[], None]] = []
         # Sockets of the session's processes already listening when the latest send's
@@ -176,9 +183,27 @@ class BashSession(SessionProbe, CancelEnforcement):
 
     def _on_output(self, data: bytes) -> None:
         self._modes.feed(data)
-        if self._screen is not None:
-            self._screen.feed(data)
+        screen = self._screen
+        replies = screen.feed(data) if screen is not None else self._queries.feed(data)
+        if replies:
+            self._answer(replies)
         self._consume(self._sanitizer.feed(data))
+
+    def _answer(self, replies: bytes) -> None:
+        """Write the terminal's replies to the program's queries now, behind any input
+        being written (a program reads them in the order a real terminal would send)."""
+        try:
+            written = self._process.write_now(replies)
+        except Exception:  # the terminal is gone: nobody is left to read the reply
+            return
+        if written < len(replies):
+            task = asyncio.get_running_loop().create_task(self._answer_rest(replies[written:]))
+            self._repliers.add(task)
+            task.add_done_callback(self._repliers.discard)
+
+    async def _answer_rest(self, rest: bytes) -> None:
+        with contextlib.suppress(Exception):
+            await self._process.write(rest)
 
     def _consume(self, chunk: Chunk) -> None:
         text = chunk.text
@@ -657,6 +682,7 @@ class BashSession(SessionProbe, CancelEnforcement):
             raise TerminalError(f"session {self.session_id} has ended", "SESSION_EXITED")
         if self._screen is not None:
             self._screen.resize(rows, cols)
+        self._queries.resize(rows, cols)
         self._process.resize(rows, cols)
         return TerminalSize(rows=rows, cols=cols)
 

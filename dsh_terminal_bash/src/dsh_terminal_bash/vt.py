@@ -1,0 +1,319 @@
+"""A thin, typed layer over libghostty-vt (through ``pyghostty``'s raw cffi bindings).
+
+Ghostty's terminal core is the reference emulator screen sessions are measured against
+(docs/screens.md), so screen sessions use it directly instead of approximating it. This
+module is the only one that touches the C API: it owns the native terminal and the
+callbacks the library calls back into (replies to the program's queries, the window size
+in pixels for ``CSI 14t``), and hands out plain Python values — rows of text, the cursor,
+which screen is active, and the styled cells of a row.
+
+``pyghostty.core.Terminal`` covers text and the cursor but not the size report or the
+per-cell walk, and reaches for private handles to do more; the raw ``ffi``/``lib`` it
+exports are the complete, public C API, which is what is used here.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+from pyghostty import ffi, lib
+
+__all__ = ["CELL_PX", "DEFAULT_COLORS", "Cell", "VtError", "VtTerminal"]
+
+#: The cell size in pixels reported to ``CSI 14t`` / ``CSI 16t`` (a common 8x16 font).
+CELL_PX = (8, 16)
+
+#: The default foreground, background and cursor colours programs read with OSC 10, 11 and
+#: 12: light grey on black, the dark theme most terminals ship with, so a program that
+#: picks its palette by the background's luminance picks its dark variant.
+DEFAULT_COLORS = ((0xE5, 0xE5, 0xE5), (0x00, 0x00, 0x00), (0xE5, 0xE5, 0xE5))
+
+# Replies withheld from the program: a kitty keyboard protocol report (``CSI ? flags u``)
+# would make a program switch to key encodings the session's named keys do not send.
+_WITHHELD_REPLY = re.compile(rb"\x1b\[\?[0-9]*u")
+
+
+# DEC private mode 2027 as ``GhosttyMode`` packs it (the mode number; bit 15 clear: DEC).
+_GRAPHEME_CLUSTERING = 2027
+
+
+# Bound once at import: cffi resolves a library attribute lazily under a lock it does not
+# re-enter, and a finalizer run by garbage collection in the middle of such a lookup must
+# not look anything up itself (that deadlocks).
+_terminal_free = lib.ghostty_terminal_free
+_render_state_free = lib.ghostty_render_state_free
+_row_iterator_free = lib.ghostty_render_state_row_iterator_free
+_row_cells_free = lib.ghostty_render_state_row_cells_free
+
+
+def _release(terminal: Any, render: Any, rows_it: Any, cells: Any) -> None:
+    """Free one terminal's native objects (a finalizer: pre-bound calls only)."""
+    _row_cells_free(cells)
+    _row_iterator_free(rows_it)
+    _render_state_free(render)
+    _terminal_free(terminal)
+
+
+class VtError(RuntimeError):
+    """The native terminal refused an operation (a non-zero ``GhosttyResult``)."""
+
+
+def _check(result: int, what: str) -> None:
+    if result != lib.GHOSTTY_SUCCESS:
+        raise VtError(f"libghostty-vt {what} failed: {result}")
+
+
+@attrs.frozen
+class Cell:
+    """One styled cell of a row: its column, its text ('' for the tail of a wide
+    character) and the attributes that set it apart from plain text."""
+
+    col: int
+    text: str
+    inverse: bool
+    bold: bool
+    underline: bool
+    fg: tuple[str, int] | None
+    bg: tuple[str, int] | None
+
+
+def _colour(colour: Any) -> tuple[str, int] | None:
+    """A style colour as ``("palette", n)``, ``("rgb", 0xRRGGBB)`` or None (default)."""
+    if colour.tag == lib.GHOSTTY_STYLE_COLOR_PALETTE:
+        return ("palette", int(colour.value.palette))
+    if colour.tag == lib.GHOSTTY_STYLE_COLOR_RGB:
+        rgb = colour.value.rgb
+        return ("rgb", (int(rgb.r) << 16) | (int(rgb.g) << 8) | int(rgb.b))
+    return None
+
+
+class VtTerminal:
+    """One headless terminal: feed it the program's output, read its state back.
+
+    ``on_reply`` receives what the terminal answers the program (a cursor position report,
+    device attributes, colours, sizes), synchronously during :meth:`feed`, in the order the
+    queries appeared in the fed bytes.
+    """
+
+    def __init__(self, rows: int, cols: int, on_reply: Callable[[bytes], None]) -> None:
+        self._rows = rows
+        self._cols = cols
+        self._on_reply = on_reply
+        self._error: BaseException | None = None
+        handle = ffi.new("GhosttyTerminal*")
+        _check(lib.ghostty_terminal_new(ffi.NULL, handle, cols, rows), "terminal_new")
+        self._t = handle[0]
+        # The session keeps its own scrollback; the emulator needs only the visible screen.
+        _check(
+            lib.ghostty_terminal_set(
+                self._t, lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_LINES, ffi.new("size_t*", 0)
+            ),
+            "set scrollback",
+        )
+        fg, bg, cursor = DEFAULT_COLORS
+        for option, rgb in (
+            (lib.GHOSTTY_TERMINAL_OPT_COLOR_FOREGROUND, fg),
+            (lib.GHOSTTY_TERMINAL_OPT_COLOR_BACKGROUND, bg),
+            (lib.GHOSTTY_TERMINAL_OPT_COLOR_CURSOR, cursor),
+        ):
+            value = ffi.new("GhosttyColorRgb*", {"r": rgb[0], "g": rgb[1], "b": rgb[2]})
+            _check(lib.ghostty_terminal_set(self._t, option, value), "set colour")
+        # Grapheme clustering (mode 2027) on by default, as in Ghostty itself and other
+        # modern terminals: an emoji with ZWJ or VS16, a flag, a skin tone is one cluster
+        # of two cells, not one cell per code point. A full reset keeps the default.
+        mode = ffi.new("GhosttyTerminalModeConfig*")
+        mode.mode = _GRAPHEME_CLUSTERING
+        mode.value = True
+        for option in (lib.GHOSTTY_TERMINAL_OPT_MODE_DEFAULT, lib.GHOSTTY_TERMINAL_OPT_MODE):
+            _check(lib.ghostty_terminal_set(self._t, option, mode), "set mode 2027")
+        # The callbacks must live as long as the terminal: the library keeps their address.
+        self._reply_cb = ffi.callback(
+            "GhosttyTerminalWritePtyFn", self._reply, onerror=self._callback_failed
+        )
+        self._size_cb = ffi.callback(
+            "GhosttyTerminalSizeFn", self._size, error=False, onerror=self._callback_failed
+        )
+        _check(
+            lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_WRITE_PTY, self._reply_cb),
+            "set write_pty",
+        )
+        _check(
+            lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_SIZE, self._size_cb),
+            "set size",
+        )
+        self._render = ffi.new("GhosttyRenderState*")
+        _check(lib.ghostty_render_state_new(ffi.NULL, self._render), "render_state_new")
+        self._rows_it = ffi.new("GhosttyRenderStateRowIterator*")
+        _check(lib.ghostty_render_state_row_iterator_new(ffi.NULL, self._rows_it), "row iterator")
+        self._cells = ffi.new("GhosttyRenderStateRowCells*")
+        _check(lib.ghostty_render_state_row_cells_new(ffi.NULL, self._cells), "row cells")
+        self._u16 = ffi.new("uint16_t*")
+        self._u32 = ffi.new("uint32_t*")
+        self._int = ffi.new("int*")
+        self._bool = ffi.new("bool*")
+        self._raw = ffi.new("GhosttyCell*")
+        self._row_raw = ffi.new("GhosttyRow*")
+        self._codepoints = ffi.new("uint32_t[]", 16)
+        self._style = ffi.new("GhosttyStyle*")
+        self._style.size = ffi.sizeof("GhosttyStyle")
+        self._closed = False
+        self._release = weakref.finalize(
+            self, _release, self._t, self._render[0], self._rows_it[0], self._cells[0]
+        )
+
+    # -- callbacks (run inside ghostty_terminal_vt_write) ------------------------------
+
+    def _reply(self, _terminal: Any, _userdata: Any, data: Any, length: int) -> None:
+        reply = bytes(ffi.buffer(data, length))
+        if not _WITHHELD_REPLY.fullmatch(reply):
+            self._on_reply(reply)
+
+    def _size(self, _terminal: Any, _userdata: Any, out: Any) -> bool:
+        out.rows = self._rows
+        out.columns = self._cols
+        out.cell_width, out.cell_height = CELL_PX
+        return True
+
+    def _callback_failed(self, _type: Any, value: BaseException | None, _tb: Any) -> None:
+        if self._error is None and value is not None:
+            self._error = value
+
+    # -- input -------------------------------------------------------------------------
+
+    def feed(self, data: bytes) -> None:
+        """Emulate ``data``. Raises what a reply callback raised, after the whole write."""
+        if self._closed:
+            raise VtError("the terminal was closed")
+        lib.ghostty_terminal_vt_write(self._t, data, len(data))
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def resize(self, rows: int, cols: int) -> None:
+        """Change the size (the primary screen reflows, as in Ghostty)."""
+        width, height = CELL_PX
+        _check(lib.ghostty_terminal_resize(self._t, cols, rows, width, height), "resize")
+        self._rows, self._cols = rows, cols
+
+    def close(self) -> None:
+        """Free the native terminal now; idempotent (garbage collection frees it otherwise)."""
+        self._closed = True
+        self._release()
+
+    # -- state -------------------------------------------------------------------------
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    @property
+    def cols(self) -> int:
+        return self._cols
+
+    def _get16(self, key: int) -> int:
+        _check(lib.ghostty_terminal_get(self._t, key, self._u16), "terminal_get")
+        return int(self._u16[0])
+
+    @property
+    def cursor(self) -> tuple[int, int]:
+        """``(row, col)`` from 0, always inside the screen."""
+        row = self._get16(lib.GHOSTTY_TERMINAL_DATA_CURSOR_Y)
+        col = self._get16(lib.GHOSTTY_TERMINAL_DATA_CURSOR_X)
+        return (min(row, self._rows - 1), min(col, self._cols - 1))
+
+    @property
+    def alternate(self) -> bool:
+        """True while the alternate screen is shown."""
+        _check(
+            lib.ghostty_terminal_get(self._t, lib.GHOSTTY_TERMINAL_DATA_ACTIVE_SCREEN, self._int),
+            "terminal_get active_screen",
+        )
+        return int(self._int[0]) != int(lib.GHOSTTY_TERMINAL_SCREEN_PRIMARY)
+
+    def lines(self) -> list[str]:
+        """Every visible row as text (a wide character once, trailing blanks trimmed)."""
+        return [text for text, _cells in self.walk(styles=False)]
+
+    def walk(self, *, styles: bool) -> Iterator[tuple[str, list[Cell]]]:
+        """Each visible row's text and, with ``styles``, its cells that carry a style.
+
+        Text comes from the cells' graphemes, so it is exactly what the grid holds: a wide
+        character appears once (its tail cell adds nothing), a cluster (ZWJ, VS16,
+        combining marks) is one cell, and a blank cell is a space.
+        """
+        _check(lib.ghostty_render_state_update(self._render[0], self._t), "render update")
+        _check(
+            lib.ghostty_render_state_get(
+                self._render[0], lib.GHOSTTY_RENDER_STATE_DATA_ROW_ITERATOR, self._rows_it
+            ),
+            "row iterator",
+        )
+        rows_it = self._rows_it[0]
+        while lib.ghostty_render_state_row_iterator_next(rows_it):
+            _check(
+                lib.ghostty_render_state_row_get(
+                    rows_it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_CELLS, self._cells
+                ),
+                "row cells",
+            )
+            styled = False
+            if styles:
+                _check(
+                    lib.ghostty_render_state_row_get(
+                        rows_it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_RAW, self._row_raw
+                    ),
+                    "row raw",
+                )
+                _check(
+                    lib.ghostty_row_get(self._row_raw[0], lib.GHOSTTY_ROW_DATA_STYLED, self._bool),
+                    "row styled",
+                )
+                styled = bool(self._bool[0])
+            yield self._row(styled)
+
+    def _row(self, styled: bool) -> tuple[str, list[Cell]]:
+        cells = self._cells[0]
+        get = lib.ghostty_render_state_row_cells_get
+        parts: list[str] = []
+        found: list[Cell] = []
+        col = -1
+        tail = False  # the previous cell was a wide character: this one is its tail
+        while lib.ghostty_render_state_row_cells_next(cells):
+            col += 1
+            get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_GRAPHEMES_LEN, self._u32)
+            count = int(self._u32[0])
+            if count == 0:
+                text = "" if tail else " "
+                tail = False
+            else:
+                if count > len(self._codepoints):
+                    self._codepoints = ffi.new("uint32_t[]", count)
+                get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_GRAPHEMES_BUF, self._codepoints)
+                text = "".join(chr(self._codepoints[i]) for i in range(count))
+                tail = False
+                if count > 1 or ord(text) > 0x7F:
+                    get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_RAW, self._raw)
+                    lib.ghostty_cell_get(self._raw[0], lib.GHOSTTY_CELL_DATA_WIDE, self._int)
+                    tail = int(self._int[0]) == lib.GHOSTTY_CELL_WIDE_WIDE
+            parts.append(text)
+            if styled:
+                get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_HAS_STYLING, self._bool)
+                if self._bool[0]:
+                    get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_STYLE, self._style)
+                    style = self._style
+                    found.append(
+                        Cell(
+                            col=col,
+                            text=text,
+                            inverse=bool(style.inverse),
+                            bold=bool(style.bold),
+                            underline=int(style.underline) != 0,
+                            fg=_colour(style.fg_color),
+                            bg=_colour(style.bg_color),
+                        )
+                    )
+        return "".join(parts).rstrip(), found
