@@ -206,7 +206,7 @@ def test_reading_a_failing_emulator_rebuilds_it_and_answers() -> None:
         raise _Failing("the emulator broke")
 
     broken = screen._vt
-    broken.walk = fail  # type: ignore[assignment,method-assign]
+    broken.lines = fail  # type: ignore[method-assign]
     assert screen.snapshot().text == "kept"
     assert screen.rebuilds == 1
 

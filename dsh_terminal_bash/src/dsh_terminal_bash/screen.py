@@ -44,9 +44,9 @@ _DECXCPR = re.compile(rb"\x1b\[\?6n")
 _OPEN_SEQUENCE = re.compile(rb"\x1b(?:\[[0-9;?]*)?\Z")
 _MAX_CARRY = 16
 
-# The raw output kept to rebuild a failed emulator: enough for any screen's worth of
-# drawing since the program's last full redraw, bounded per session.
-_RETAINED_BYTES = 256 * 1024
+# The raw output kept to rebuild a failed emulator: more than a full colour redraw of a
+# large screen, bounded so a thousand sessions keep at most 64 MiB for it.
+_RETAINED_BYTES = 64 * 1024
 # Full resets (RIS) and entering the alternate screen start a screen afresh: output before
 # them cannot show after them, so the retained output starts there.
 _FRESH_START = re.compile(rb"\x1bc|\x1b\[\?(?:1049|1047|47)h")
@@ -196,12 +196,8 @@ class ScreenEmulator:
 
     def _snapshot(self) -> ScreenView:
         vt = self._vt
-        lines: list[str] = []
-        styled: list[tuple[int, list[Cell]]] = []
-        for row, (text, cells) in enumerate(vt.walk(styles=True)):
-            lines.append(text)
-            if cells:
-                styled.append((row, cells))
+        lines = vt.lines()
+        styled = list(vt.styled_rows())
         cursor = vt.cursor
         last = len(lines)
         while last > cursor[0] + 1 and not lines[last - 1]:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
+from cffi import FFI
 from pyghostty import ffi, lib
 
 __all__ = ["CELL_PX", "DEFAULT_COLORS", "Cell", "VtError", "VtTerminal"]
@@ -45,17 +46,26 @@ _GRAPHEME_CLUSTERING = 2027
 # re-enter, and a finalizer run by garbage collection in the middle of such a lookup must
 # not look anything up itself (that deadlocks).
 _terminal_free = lib.ghostty_terminal_free
-_render_state_free = lib.ghostty_render_state_free
-_row_iterator_free = lib.ghostty_render_state_row_iterator_free
-_row_cells_free = lib.ghostty_render_state_row_cells_free
 
-
-def _release(terminal: Any, render: Any, rows_it: Any, cells: Any) -> None:
-    """Free one terminal's native objects (a finalizer: pre-bound calls only)."""
-    _row_cells_free(cells)
-    _row_iterator_free(rows_it)
-    _render_state_free(render)
-    _terminal_free(terminal)
+# cffi's ABI mode cannot pass a union by value, and ``ghostty_terminal_grid_ref`` takes a
+# ``GhosttyPoint`` (a tag and a union) so. A struct of the same size and alignment has the
+# same calling convention on x86-64 and arm64 (both pass it in memory), so the function
+# is called through a pointer cast to take that struct instead.
+_twin = FFI()
+_twin.include(ffi)
+_twin.cdef(
+    "typedef struct { uint16_t x; uint32_t y; uint64_t pad; } DshPointValue;"
+    "typedef struct { GhosttyPointTag tag; DshPointValue value; } DshPoint;"
+)
+if (_twin.sizeof("DshPoint"), _twin.alignof("DshPoint")) != (
+    ffi.sizeof("GhosttyPoint"),
+    ffi.alignof("GhosttyPoint"),
+):
+    raise ImportError("libghostty-vt's GhosttyPoint changed shape; update dsh_terminal_bash/vt.py")
+_grid_ref = _twin.cast(
+    "GhosttyResult(*)(GhosttyTerminal, DshPoint, GhosttyGridRef*)",
+    ffi.addressof(lib, "ghostty_terminal_grid_ref"),
+)
 
 
 class VtError(RuntimeError):
@@ -108,9 +118,12 @@ class VtTerminal:
         _check(lib.ghostty_terminal_new(ffi.NULL, handle, cols, rows), "terminal_new")
         self._t = handle[0]
         # The session keeps its own scrollback; the emulator needs only the visible screen.
+        # Capped by bytes, not lines: at a 0-line cap every scrolled line is pruned on its
+        # own (8.8 MB/s of `seq` at 160x40), at a 0-byte cap pages go whole (139 MB/s), and
+        # a screen that scrolled 200 lines holds 26 KiB instead of 138 (bench/emulators.py).
         _check(
             lib.ghostty_terminal_set(
-                self._t, lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_LINES, ffi.new("size_t*", 0)
+                self._t, lib.GHOSTTY_TERMINAL_OPT_SCROLLBACK_MAX_BYTES, ffi.new("size_t*", 0)
             ),
             "set scrollback",
         )
@@ -145,12 +158,6 @@ class VtTerminal:
             lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_SIZE, self._size_cb),
             "set size",
         )
-        self._render = ffi.new("GhosttyRenderState*")
-        _check(lib.ghostty_render_state_new(ffi.NULL, self._render), "render_state_new")
-        self._rows_it = ffi.new("GhosttyRenderStateRowIterator*")
-        _check(lib.ghostty_render_state_row_iterator_new(ffi.NULL, self._rows_it), "row iterator")
-        self._cells = ffi.new("GhosttyRenderStateRowCells*")
-        _check(lib.ghostty_render_state_row_cells_new(ffi.NULL, self._cells), "row cells")
         self._u16 = ffi.new("uint16_t*")
         self._u32 = ffi.new("uint32_t*")
         self._int = ffi.new("int*")
@@ -161,9 +168,7 @@ class VtTerminal:
         self._style = ffi.new("GhosttyStyle*")
         self._style.size = ffi.sizeof("GhosttyStyle")
         self._closed = False
-        self._release = weakref.finalize(
-            self, _release, self._t, self._render[0], self._rows_it[0], self._cells[0]
-        )
+        self._release = weakref.finalize(self, _terminal_free, self._t)
 
     # -- callbacks (run inside ghostty_terminal_vt_write) ------------------------------
 
@@ -235,85 +240,137 @@ class VtTerminal:
         return int(self._int[0]) != int(lib.GHOSTTY_TERMINAL_SCREEN_PRIMARY)
 
     def lines(self) -> list[str]:
-        """Every visible row as text (a wide character once, trailing blanks trimmed)."""
-        return [text for text, _cells in self.walk(styles=False)]
+        """Every visible row as Ghostty's own plain-text formatter writes it: a wide
+        character once, a cluster (ZWJ, VS16, combining marks) whole, blanks inside a row
+        as spaces, trailing blanks trimmed; always :attr:`rows` entries."""
+        start = self._grid_ref(0, 0)
+        end = self._grid_ref(self._cols - 1, self._rows - 1)
+        selection = ffi.new("GhosttySelection*")
+        selection.size = ffi.sizeof("GhosttySelection")
+        selection.start = start[0]
+        selection.end = end[0]
+        options = ffi.new("GhosttyTerminalSelectionFormatOptions*")
+        options.size = ffi.sizeof("GhosttyTerminalSelectionFormatOptions")
+        options.emit = lib.GHOSTTY_FORMATTER_FORMAT_PLAIN
+        options.unwrap = False
+        options.trim = True
+        options.selection = selection
+        needed = ffi.new("size_t*")
+        lib.ghostty_terminal_selection_format_buf(self._t, options[0], ffi.NULL, 0, needed)
+        buffer = ffi.new("uint8_t[]", max(int(needed[0]), 1))
+        _check(
+            lib.ghostty_terminal_selection_format_buf(
+                self._t, options[0], buffer, len(buffer), needed
+            ),
+            "format",
+        )
+        text = bytes(ffi.buffer(buffer, int(needed[0]))).decode("utf-8", "replace")
+        lines = [line.rstrip() for line in text.split("\n")][: self._rows]
+        return lines + [""] * (self._rows - len(lines))
 
-    def walk(self, *, styles: bool) -> Iterator[tuple[str, list[Cell]]]:
-        """Each visible row's text and, with ``styles``, its cells that carry a style.
+    def _grid_ref(self, col: int, row: int) -> Any:
+        point = _twin.new("DshPoint*")
+        point.tag = lib.GHOSTTY_POINT_TAG_ACTIVE
+        point.value.x = col
+        point.value.y = row
+        ref = ffi.new("GhosttyGridRef*")
+        ref.size = ffi.sizeof("GhosttyGridRef")
+        _check(_grid_ref(self._t, point[0], ref), "grid_ref")
+        return ref
 
-        Text comes from the cells' graphemes, so it is exactly what the grid holds: a wide
-        character appears once (its tail cell adds nothing), a cluster (ZWJ, VS16,
-        combining marks) is one cell, and a blank cell is a space.
+    def styled_rows(self) -> Iterator[tuple[int, list[Cell]]]:
+        """Each visible row that carries a style, with its styled cells (their text as in
+        :meth:`lines`, a wide character's tail cell as '').
+
+        The render state it reads through is made for the call and freed after it: kept
+        per screen it would hold a copy of every cell (150 KiB per idle 80x24 screen).
         """
-        _check(lib.ghostty_render_state_update(self._render[0], self._t), "render update")
+        render = ffi.new("GhosttyRenderState*")
+        rows_it = ffi.new("GhosttyRenderStateRowIterator*")
+        cells = ffi.new("GhosttyRenderStateRowCells*")
+        _check(lib.ghostty_render_state_new(ffi.NULL, render), "render_state_new")
+        try:
+            _check(lib.ghostty_render_state_row_iterator_new(ffi.NULL, rows_it), "row iterator")
+            try:
+                _check(lib.ghostty_render_state_row_cells_new(ffi.NULL, cells), "row cells")
+                try:
+                    yield from self._styled_rows(render[0], rows_it, cells)
+                finally:
+                    lib.ghostty_render_state_row_cells_free(cells[0])
+            finally:
+                lib.ghostty_render_state_row_iterator_free(rows_it[0])
+        finally:
+            lib.ghostty_render_state_free(render[0])
+
+    def _styled_rows(
+        self, render: Any, rows_it_out: Any, cells: Any
+    ) -> Iterator[tuple[int, list[Cell]]]:
+        _check(lib.ghostty_render_state_update(render, self._t), "render update")
         _check(
             lib.ghostty_render_state_get(
-                self._render[0], lib.GHOSTTY_RENDER_STATE_DATA_ROW_ITERATOR, self._rows_it
+                render, lib.GHOSTTY_RENDER_STATE_DATA_ROW_ITERATOR, rows_it_out
             ),
             "row iterator",
         )
-        rows_it = self._rows_it[0]
+        rows_it = rows_it_out[0]
+        row = -1
         while lib.ghostty_render_state_row_iterator_next(rows_it):
+            row += 1
             _check(
                 lib.ghostty_render_state_row_get(
-                    rows_it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_CELLS, self._cells
+                    rows_it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_RAW, self._row_raw
+                ),
+                "row raw",
+            )
+            _check(
+                lib.ghostty_row_get(self._row_raw[0], lib.GHOSTTY_ROW_DATA_STYLED, self._bool),
+                "row styled",
+            )
+            if not self._bool[0]:
+                continue
+            _check(
+                lib.ghostty_render_state_row_get(
+                    rows_it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_CELLS, cells
                 ),
                 "row cells",
             )
-            styled = False
-            if styles:
-                _check(
-                    lib.ghostty_render_state_row_get(
-                        rows_it, lib.GHOSTTY_RENDER_STATE_ROW_DATA_RAW, self._row_raw
-                    ),
-                    "row raw",
-                )
-                _check(
-                    lib.ghostty_row_get(self._row_raw[0], lib.GHOSTTY_ROW_DATA_STYLED, self._bool),
-                    "row styled",
-                )
-                styled = bool(self._bool[0])
-            yield self._row(styled)
+            found = self._row(cells[0])
+            if found:
+                yield row, found
 
-    def _row(self, styled: bool) -> tuple[str, list[Cell]]:
-        cells = self._cells[0]
+    def _row(self, cells: Any) -> list[Cell]:
         get = lib.ghostty_render_state_row_cells_get
-        parts: list[str] = []
         found: list[Cell] = []
         col = -1
-        tail = False  # the previous cell was a wide character: this one is its tail
         while lib.ghostty_render_state_row_cells_next(cells):
             col += 1
+            get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_HAS_STYLING, self._bool)
+            if not self._bool[0]:
+                continue
             get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_GRAPHEMES_LEN, self._u32)
             count = int(self._u32[0])
-            if count == 0:
-                text = "" if tail else " "
-                tail = False
-            else:
+            text = " "
+            if count:
                 if count > len(self._codepoints):
                     self._codepoints = ffi.new("uint32_t[]", count)
                 get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_GRAPHEMES_BUF, self._codepoints)
                 text = "".join(chr(self._codepoints[i]) for i in range(count))
-                tail = False
-                if count > 1 or ord(text) > 0x7F:
-                    get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_RAW, self._raw)
-                    lib.ghostty_cell_get(self._raw[0], lib.GHOSTTY_CELL_DATA_WIDE, self._int)
-                    tail = int(self._int[0]) == lib.GHOSTTY_CELL_WIDE_WIDE
-            parts.append(text)
-            if styled:
-                get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_HAS_STYLING, self._bool)
-                if self._bool[0]:
-                    get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_STYLE, self._style)
-                    style = self._style
-                    found.append(
-                        Cell(
-                            col=col,
-                            text=text,
-                            inverse=bool(style.inverse),
-                            bold=bool(style.bold),
-                            underline=int(style.underline) != 0,
-                            fg=_colour(style.fg_color),
-                            bg=_colour(style.bg_color),
-                        )
-                    )
-        return "".join(parts).rstrip(), found
+            else:
+                get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_RAW, self._raw)
+                lib.ghostty_cell_get(self._raw[0], lib.GHOSTTY_CELL_DATA_WIDE, self._int)
+                if int(self._int[0]) == lib.GHOSTTY_CELL_WIDE_SPACER_TAIL:
+                    text = ""
+            get(cells, lib.GHOSTTY_RENDER_STATE_ROW_CELLS_DATA_STYLE, self._style)
+            style = self._style
+            found.append(
+                Cell(
+                    col=col,
+                    text=text,
+                    inverse=bool(style.inverse),
+                    bold=bool(style.bold),
+                    underline=int(style.underline) != 0,
+                    fg=_colour(style.fg_color),
+                    bg=_colour(style.bg_color),
+                )
+            )
+        return found
