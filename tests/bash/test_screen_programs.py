@@ -187,3 +187,20 @@ async def test_a_line_session_answers_cursor_position_and_device_attributes(
         # The cursor on the last row, after "abc"; then the primary device attributes.
         expected = b"\x1b[30;4R\x1b[?62;22c".hex()
         assert f"reply {expected}" in asked["viewport"], asked["viewport"]
+
+
+async def test_a_query_nobody_reads_is_not_answered_into_the_next_command(
+    tmp_path: Path,
+) -> None:
+    # printf exits without reading; a reply would sit in the terminal until the shell's
+    # line editor took it as typed text, and the next command would be "62;22cecho next".
+    async with Harness(config=full_access(str(tmp_path))) as h:
+        agent = h.create_agent("a")
+        for screen in (False, True):
+            sid = (await _call(h, agent, "terminal_open", {"screen": screen}))["sessionId"]
+            asked = await _send(h, agent, sid, text="printf 'x\\033[cy\\033[6nz\\n'")
+            assert asked["waitReason"] == "stdin_read" and asked["exitCode"] == 0
+            after = await _send(h, agent, sid, text="echo next")
+            assert after["waitReason"] == "stdin_read" and after["exitCode"] == 0
+            assert _shown(after).strip().endswith("next")
+            assert "not found" not in _shown(after)

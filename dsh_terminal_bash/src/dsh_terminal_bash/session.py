@@ -191,7 +191,18 @@ class BashSession(SessionProbe, CancelEnforcement):
 
     def _answer(self, replies: bytes) -> None:
         """Write the terminal's replies to the program's queries now, behind any input
-        being written (a program reads them in the order a real terminal would send)."""
+        being written (a program reads them in the order a real terminal would send).
+
+        Only a program that can read a reply gets one: the terminal out of canonical mode
+        (a program that asks sets raw or cbreak mode first, to read the answer unechoed
+        and without Enter) and a program other than the shell in the foreground. A reply
+        to a script's ``printf`` of ``ESC [ c``, to a ``cat`` of a file holding a query,
+        or to a background job at the prompt would otherwise land in the shell's line
+        editor, and the agent's next command would start with ``62;22c``. (So bash's own
+        ``read -d R`` after a query goes unanswered: the shell is the foreground.)
+        """
+        if not self._may_answer():
+            return
         try:
             written = self._process.write_now(replies)
         except Exception:  # the terminal is gone: nobody is left to read the reply
@@ -200,6 +211,13 @@ class BashSession(SessionProbe, CancelEnforcement):
             task = asyncio.get_running_loop().create_task(self._answer_rest(replies[written:]))
             self._repliers.add(task)
             task.add_done_callback(self._repliers.discard)
+
+    def _may_answer(self) -> bool:
+        modes = self._process.terminal_modes()
+        if modes is not None and modes[1]:  # canonical: nobody is reading a reply
+            return False
+        shell = self._shell_pgid
+        return shell is None or self._process.foreground_pgid() != shell
 
     async def _answer_rest(self, rest: bytes) -> None:
         with contextlib.suppress(Exception):
