@@ -11,9 +11,14 @@ answer every query from their emulator instead (``screen.py``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
+from collections.abc import Callable
 
-__all__ = ["DA1_REPLY", "DA2_REPLY", "LineQueries"]
+from dsh_terminal_core.provider import TerminalProcess
+
+__all__ = ["DA1_REPLY", "DA2_REPLY", "LineQueries", "Replies"]
 
 #: VT220 with ANSI colour, the primary device attributes libghostty-vt reports too.
 DA1_REPLY = b"\x1b[?62;22c"
@@ -86,3 +91,45 @@ class LineQueries:
         text = _ESCAPE.sub(b"", self._line).decode("utf-8", "replace")
         printable = sum(1 for char in text if char >= " " or char == "\t")
         return printable % self.cols if self.cols else 0
+
+
+class Replies:
+    """Write the terminal's replies to a program's queries, in order, at once.
+
+    Only a program that can read a reply gets one: the terminal out of canonical mode (a
+    program that asks sets raw or cbreak mode first, to read the answer unechoed and
+    without Enter) and a program other than the shell in the foreground. A reply to a
+    script's ``printf`` of ``ESC [ c``, to a ``cat`` of a file holding a query, or to a
+    background job at the prompt would otherwise land in the shell's line editor, and the
+    agent's next command would start with ``62;22c``. (So bash's own ``read -d R`` after a
+    query goes unanswered: the shell is the foreground.)
+    """
+
+    def __init__(self, process: TerminalProcess, shell_pgid: Callable[[], int | None]) -> None:
+        self._process = process
+        self._shell_pgid = shell_pgid
+        self._writers: set[asyncio.Task[None]] = set()
+
+    def answer(self, replies: bytes) -> None:
+        """Write ``replies`` behind any input being written, or drop them (see above)."""
+        if not self._readable():
+            return
+        try:
+            written = self._process.write_now(replies)
+        except Exception:  # the terminal is gone: nobody is left to read the reply
+            return
+        if written < len(replies):
+            task = asyncio.get_running_loop().create_task(self._write(replies[written:]))
+            self._writers.add(task)
+            task.add_done_callback(self._writers.discard)
+
+    def _readable(self) -> bool:
+        modes = self._process.terminal_modes()
+        if modes is not None and modes[1]:  # canonical: nobody is reading a reply
+            return False
+        shell = self._shell_pgid()
+        return shell is None or self._process.foreground_pgid() != shell
+
+    async def _write(self, rest: bytes) -> None:
+        with contextlib.suppress(Exception):
+            await self._process.write(rest)

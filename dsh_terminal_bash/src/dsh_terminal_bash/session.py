@@ -36,7 +36,7 @@ from .keys import encode_keys
 from .modes import ModeTracker
 from .operation import BashSendOperation
 from .probe import NO_SOCKETS, SessionProbe
-from .queries import LineQueries
+from .queries import LineQueries, Replies
 from .readiness import Readiness, Settlement
 from .sanitizer import Chunk, Sanitizer
 from .screen import ScreenEmulator
@@ -121,7 +121,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         # screen session's emulator answers every query.
         rows, cols = size if size is not None else (config.rows, config.cols)
         self._queries = LineQueries(rows, cols)
-        self._repliers: set[asyncio.Task[None]] = set()
+        self._replies = Replies(process, lambda: self._shell_pgid)
         self._exact = process.exact_input_probe
         self._watchers: list[Callable[[], None]] = []
         # Sockets of the session's processes already listening when the latest send's
@@ -186,42 +186,8 @@ class BashSession(SessionProbe, CancelEnforcement):
         screen = self._screen
         replies = screen.feed(data) if screen is not None else self._queries.feed(data)
         if replies:
-            self._answer(replies)
+            self._replies.answer(replies)
         self._consume(self._sanitizer.feed(data))
-
-    def _answer(self, replies: bytes) -> None:
-        """Write the terminal's replies to the program's queries now, behind any input
-        being written (a program reads them in the order a real terminal would send).
-
-        Only a program that can read a reply gets one: the terminal out of canonical mode
-        (a program that asks sets raw or cbreak mode first, to read the answer unechoed
-        and without Enter) and a program other than the shell in the foreground. A reply
-        to a script's ``printf`` of ``ESC [ c``, to a ``cat`` of a file holding a query,
-        or to a background job at the prompt would otherwise land in the shell's line
-        editor, and the agent's next command would start with ``62;22c``. (So bash's own
-        ``read -d R`` after a query goes unanswered: the shell is the foreground.)
-        """
-        if not self._may_answer():
-            return
-        try:
-            written = self._process.write_now(replies)
-        except Exception:  # the terminal is gone: nobody is left to read the reply
-            return
-        if written < len(replies):
-            task = asyncio.get_running_loop().create_task(self._answer_rest(replies[written:]))
-            self._repliers.add(task)
-            task.add_done_callback(self._repliers.discard)
-
-    def _may_answer(self) -> bool:
-        modes = self._process.terminal_modes()
-        if modes is not None and modes[1]:  # canonical: nobody is reading a reply
-            return False
-        shell = self._shell_pgid
-        return shell is None or self._process.foreground_pgid() != shell
-
-    async def _answer_rest(self, rest: bytes) -> None:
-        with contextlib.suppress(Exception):
-            await self._process.write(rest)
 
     def _consume(self, chunk: Chunk) -> None:
         text = chunk.text
