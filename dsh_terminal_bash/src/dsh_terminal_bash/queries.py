@@ -59,6 +59,8 @@ class LineQueries:
         line_from = len(scan) - len(data)  # the carried bytes were counted already
         for match in _QUERY.finditer(scan):
             if match.group(0).endswith(b"n"):
+                if match.start() < line_from:  # its start came last chunk: not text
+                    self._line = self._line[: len(self._line) - (line_from - match.start())]
                 self._track_line(scan[line_from : match.start()])
                 line_from = max(line_from, match.end())
                 row, col = self.rows, self._column() + 1
