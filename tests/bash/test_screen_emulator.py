@@ -3,6 +3,9 @@ that never raises (SPEC §16, §26)."""
 
 from __future__ import annotations
 
+import weakref
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -172,6 +175,17 @@ def test_inverse_and_a_narrow_coloured_background_are_highlights() -> None:
 def test_a_plain_screen_has_no_highlights_on_the_wire() -> None:
     wire = _fed(b"plain").snapshot().to_wire()
     assert "highlights" not in wire
+
+
+@pytest.mark.usefixtures("no_collector")
+def test_a_screen_is_freed_by_reference_counting_alone() -> None:
+    # The library's callbacks must not hold the emulator: a cycle through them would keep
+    # every closed screen session's screen until a pass of the cyclic collector.
+    screen = _fed(b"\x1b[6n\x1b[18tdrawn")
+    screen.snapshot()
+    refs = [weakref.ref(screen), weakref.ref(screen._vt)]
+    del screen
+    assert [ref() for ref in refs] == [None, None]
 
 
 class _Failing(Exception):

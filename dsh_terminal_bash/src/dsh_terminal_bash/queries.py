@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-from collections.abc import Callable
 
 from dsh_terminal_core.provider import TerminalProcess
 
@@ -107,14 +106,14 @@ class Replies:
     query goes unanswered: the shell is the foreground.)
     """
 
-    def __init__(self, process: TerminalProcess, shell_pgid: Callable[[], int | None]) -> None:
+    def __init__(self, process: TerminalProcess) -> None:
         self._process = process
-        self._shell_pgid = shell_pgid
         self._writers: set[asyncio.Task[None]] = set()
 
-    def answer(self, replies: bytes) -> None:
-        """Write ``replies`` behind any input being written, or drop them (see above)."""
-        if not self._readable():
+    def answer(self, replies: bytes, shell_pgid: int | None) -> None:
+        """Write ``replies`` behind any input being written, or drop them (see above).
+        ``shell_pgid``: the shell's process group, None while it is not known yet."""
+        if not self._readable(shell_pgid):
             return
         try:
             written = self._process.write_now(replies)
@@ -125,12 +124,11 @@ class Replies:
             self._writers.add(task)
             task.add_done_callback(self._writers.discard)
 
-    def _readable(self) -> bool:
+    def _readable(self, shell_pgid: int | None) -> bool:
         modes = self._process.terminal_modes()
         if modes is not None and modes[1]:  # canonical: nobody is reading a reply
             return False
-        shell = self._shell_pgid()
-        return shell is None or self._process.foreground_pgid() != shell
+        return shell_pgid is None or self._process.foreground_pgid() != shell_pgid
 
     async def _write(self, rest: bytes) -> None:
         with contextlib.suppress(Exception):

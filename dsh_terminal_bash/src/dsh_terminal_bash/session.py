@@ -121,7 +121,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         # screen session's emulator answers every query.
         rows, cols = size if size is not None else (config.rows, config.cols)
         self._queries = LineQueries(rows, cols)
-        self._replies = Replies(process, lambda: self._shell_pgid)
+        self._replies = Replies(process)
         self._exact = process.exact_input_probe
         self._watchers: list[Callable[[], None]] = []
         # Sockets of the session's processes already listening when the latest send's
@@ -186,7 +186,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         screen = self._screen
         replies = screen.feed(data) if screen is not None else self._queries.feed(data)
         if replies:
-            self._replies.answer(replies)
+            self._replies.answer(replies, self._shell_pgid)
         self._consume(self._sanitizer.feed(data))
 
     def _consume(self, chunk: Chunk) -> None:

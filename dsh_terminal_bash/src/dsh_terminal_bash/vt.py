@@ -101,6 +101,33 @@ def _colour(colour: Any) -> tuple[str, int] | None:
     return None
 
 
+class _Callbacks:
+    """What the library's callbacks (run inside ``ghostty_terminal_vt_write``) need."""
+
+    __slots__ = ("cols", "error", "on_reply", "rows")
+
+    def __init__(self, rows: int, cols: int, on_reply: Callable[[bytes], None]) -> None:
+        self.rows = rows
+        self.cols = cols
+        self.on_reply = on_reply
+        self.error: BaseException | None = None
+
+    def reply(self, _terminal: Any, _userdata: Any, data: Any, length: int) -> None:
+        reply = bytes(ffi.buffer(data, length))
+        if not _WITHHELD_REPLY.fullmatch(reply):
+            self.on_reply(reply)
+
+    def size(self, _terminal: Any, _userdata: Any, out: Any) -> bool:
+        out.rows = self.rows
+        out.columns = self.cols
+        out.cell_width, out.cell_height = CELL_PX
+        return True
+
+    def failed(self, _type: Any, value: BaseException | None, _tb: Any) -> None:
+        if self.error is None and value is not None:
+            self.error = value
+
+
 class VtTerminal:
     """One headless terminal: feed it the program's output, read its state back.
 
@@ -110,10 +137,7 @@ class VtTerminal:
     """
 
     def __init__(self, rows: int, cols: int, on_reply: Callable[[bytes], None]) -> None:
-        self._rows = rows
-        self._cols = cols
-        self._on_reply = on_reply
-        self._error: BaseException | None = None
+        self._calls = _Callbacks(rows, cols, on_reply)
         handle = ffi.new("GhosttyTerminal*")
         _check(lib.ghostty_terminal_new(ffi.NULL, handle, cols, rows), "terminal_new")
         self._t = handle[0]
@@ -144,11 +168,14 @@ class VtTerminal:
         for option in (lib.GHOSTTY_TERMINAL_OPT_MODE_DEFAULT, lib.GHOSTTY_TERMINAL_OPT_MODE):
             _check(lib.ghostty_terminal_set(self._t, option, mode), "set mode 2027")
         # The callbacks must live as long as the terminal: the library keeps their address.
+        # They hold only ``_calls``, never this object: a cycle through them would keep a
+        # closed session's screen alive until a pass of the cyclic collector.
+        calls = self._calls
         self._reply_cb = ffi.callback(
-            "GhosttyTerminalWritePtyFn", self._reply, onerror=self._callback_failed
+            "GhosttyTerminalWritePtyFn", calls.reply, onerror=calls.failed
         )
         self._size_cb = ffi.callback(
-            "GhosttyTerminalSizeFn", self._size, error=False, onerror=self._callback_failed
+            "GhosttyTerminalSizeFn", calls.size, error=False, onerror=calls.failed
         )
         _check(
             lib.ghostty_terminal_set(self._t, lib.GHOSTTY_TERMINAL_OPT_WRITE_PTY, self._reply_cb),
@@ -170,23 +197,6 @@ class VtTerminal:
         self._closed = False
         self._release = weakref.finalize(self, _terminal_free, self._t)
 
-    # -- callbacks (run inside ghostty_terminal_vt_write) ------------------------------
-
-    def _reply(self, _terminal: Any, _userdata: Any, data: Any, length: int) -> None:
-        reply = bytes(ffi.buffer(data, length))
-        if not _WITHHELD_REPLY.fullmatch(reply):
-            self._on_reply(reply)
-
-    def _size(self, _terminal: Any, _userdata: Any, out: Any) -> bool:
-        out.rows = self._rows
-        out.columns = self._cols
-        out.cell_width, out.cell_height = CELL_PX
-        return True
-
-    def _callback_failed(self, _type: Any, value: BaseException | None, _tb: Any) -> None:
-        if self._error is None and value is not None:
-            self._error = value
-
     # -- input -------------------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
@@ -194,7 +204,7 @@ class VtTerminal:
         if self._closed:
             raise VtError("the terminal was closed")
         lib.ghostty_terminal_vt_write(self._t, data, len(data))
-        error, self._error = self._error, None
+        error, self._calls.error = self._calls.error, None
         if error is not None:
             raise error
 
@@ -202,7 +212,7 @@ class VtTerminal:
         """Change the size (the primary screen reflows, as in Ghostty)."""
         width, height = CELL_PX
         _check(lib.ghostty_terminal_resize(self._t, cols, rows, width, height), "resize")
-        self._rows, self._cols = rows, cols
+        self._calls.rows, self._calls.cols = rows, cols
 
     def close(self) -> None:
         """Free the native terminal now; idempotent (garbage collection frees it otherwise)."""
@@ -213,11 +223,11 @@ class VtTerminal:
 
     @property
     def rows(self) -> int:
-        return self._rows
+        return self._calls.rows
 
     @property
     def cols(self) -> int:
-        return self._cols
+        return self._calls.cols
 
     def _get16(self, key: int) -> int:
         _check(lib.ghostty_terminal_get(self._t, key, self._u16), "terminal_get")
@@ -228,7 +238,7 @@ class VtTerminal:
         """``(row, col)`` from 0, always inside the screen."""
         row = self._get16(lib.GHOSTTY_TERMINAL_DATA_CURSOR_Y)
         col = self._get16(lib.GHOSTTY_TERMINAL_DATA_CURSOR_X)
-        return (min(row, self._rows - 1), min(col, self._cols - 1))
+        return (min(row, self._calls.rows - 1), min(col, self._calls.cols - 1))
 
     @property
     def alternate(self) -> bool:
@@ -244,7 +254,7 @@ class VtTerminal:
         character once, a cluster (ZWJ, VS16, combining marks) whole, blanks inside a row
         as spaces, trailing blanks trimmed; always :attr:`rows` entries."""
         start = self._grid_ref(0, 0)
-        end = self._grid_ref(self._cols - 1, self._rows - 1)
+        end = self._grid_ref(self._calls.cols - 1, self._calls.rows - 1)
         selection = ffi.new("GhosttySelection*")
         selection.size = ffi.sizeof("GhosttySelection")
         selection.start = start[0]
@@ -265,8 +275,8 @@ class VtTerminal:
             "format",
         )
         text = bytes(ffi.buffer(buffer, int(needed[0]))).decode("utf-8", "replace")
-        lines = [line.rstrip() for line in text.split("\n")][: self._rows]
-        return lines + [""] * (self._rows - len(lines))
+        lines = [line.rstrip() for line in text.split("\n")][: self._calls.rows]
+        return lines + [""] * (self._calls.rows - len(lines))
 
     def _grid_ref(self, col: int, row: int) -> Any:
         point = _twin.new("DshPoint*")
