@@ -153,9 +153,11 @@ if [ "$mode" = test ]; then
   say "[5/5] installing the distributions and the test tools into .venv (pip, ~1 min on first run)"
   # gdb and gcc for the gdb/MI consumer; full-screen programs for the screen-session tests;
   # man for the overstrike rendering test; nvim, mc, tmux and screen for the readiness
-  # tests of threaded and multi-process programs (tests/bash/test_readiness_threaded.py).
+  # tests of threaded and multi-process programs (tests/bash/test_readiness_threaded.py);
+  # fzf, whiptail and ncdu for the screen tests of terminal queries, highlights and DEC
+  # line drawing (tests/bash/test_screen_programs.py).
   for pair in gdb:gdb gcc:gcc vim:vim less:less top:procps htop:htop man:man-db dialog:dialog tput:ncurses-bin \
-    nvim:neovim mc:mc tmux:tmux screen:screen watch:procps; do
+    nvim:neovim mc:mc tmux:tmux screen:screen watch:procps fzf:fzf whiptail:whiptail ncdu:ncdu; do
     tool=${pair%%:*} package=${pair#*:}
     if ! command -v "$tool" >/dev/null 2>&1; then
       if have_apt && is_root; then

@@ -108,6 +108,7 @@ class BashBackend:
             context.session_id,
             screen=ScreenEmulator(spec.rows, spec.cols) if context.screen else None,
             signals_folded=confined,
+            size=(spec.rows, spec.cols),
         )
         try:
             await session.start(context.cancel)

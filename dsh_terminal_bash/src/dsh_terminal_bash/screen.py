@@ -1,11 +1,19 @@
-"""The visible screen of a screen session: a ``pyte`` emulator with an alternate screen.
+"""The visible screen of a screen session, emulated by libghostty-vt.
 
-Full-screen programs (vim, less, top, dialog) draw with cursor addressing; their output
-read as a stream is noise, so a screen session feeds every byte into an emulator and shows
-the model what a person would see. ``pyte`` has no alternate screen, which every one of
-those programs uses (DECSET 1049, 1047 or 47), so :class:`_Screen` adds it: entering keeps
-the primary screen aside (with the cursor, for 1049) and shows a blank one; leaving puts
-the primary screen back exactly as it was, so the shell's lines reappear after ``:q``.
+Full-screen programs (vim, less, top, dialog, fzf) draw with cursor addressing; their
+output read as a stream is noise, so a screen session feeds every byte into an emulator
+and shows the model what a person would see. The emulator is Ghostty's core (chosen by
+measurement over pyte and avt: docs/screens.md); this module adds what a session needs
+around it:
+
+- the terminal's answers to the program's queries (cursor position, device attributes,
+  colours, sizes, modes) come back from :meth:`ScreenEmulator.feed`, in the order the
+  queries were asked, for the session to write to the program at once;
+- whether the program addressed the cursor (the output is a drawn screen, not lines);
+- highlighted runs (inverse, or a background colour on a row or two) so focus and
+  selection shown only by colour are readable;
+- an output path that never raises: a failing emulator is rebuilt from the output kept
+  since the last full reset (:data:`_RETAINED_BYTES` at most) and the session goes on.
 """
 
 from __future__ import annotations
@@ -13,272 +21,275 @@ from __future__ import annotations
 import logging
 import re
 from collections import defaultdict
-from typing import Any
+from collections.abc import Callable
+from typing import TypeVar
 
-import pyte
-from pyte.screens import Char, Cursor, StaticDefaultDict
+from dsh_terminal_core.registry import Highlight, ScreenView
 
-from dsh_terminal_core.registry import ScreenView
+from .vt import Cell, VtTerminal
 
 __all__ = ["ScreenEmulator"]
 
 _log = logging.getLogger(__name__)
 
-# Output that can only write lines and scroll: text, CR/LF/BS/TAB, colours (SGR) and
-# erase-in-line. Anything else (cursor addressing, reverse index, charset shifts, modes)
-# can reach back to earlier lines, so a chunk holding it is fed whole.
-_NOT_PLAIN = re.compile(rb"\x1b(?!\[[0-9;]*[mK])|[\x0e\x0f]")
+_T = TypeVar("_T")
 
-_SAVES_CURSOR = 1049
-_ALTERNATE = frozenset({47, 1047, 1049})
+# Cursor addressing marks output as drawn for a screen: CUP/HVP with a position, CUU, VPA,
+# and erasing the whole display. (Bare ``CSI H`` alone is what a shell's ``clear``
+# prints together with ``CSI 2J``, which counts.)
+_ADDRESSING = re.compile(rb"\x1b\[(?:[0-9;]+[Hf]|[0-9]*[Ad]|[23]J)")
+# DECXCPR, the extended cursor position report libghostty-vt does not answer.
+_DECXCPR = re.compile(rb"\x1b\[\?6n")
+# A suffix that may still become one of the sequences above (carried to the next chunk).
+_OPEN_SEQUENCE = re.compile(rb"\x1b(?:\[[0-9;?]*)?\Z")
+_MAX_CARRY = 16
 
-# Output is emulated lazily, in pieces of up to this size: the bigger the piece, the more
-# of a bulk stream is recognised as scrolled off unseen (see ``_scrolled_off``).
-_FLUSH_BYTES = 256 * 1024
+# The raw output kept to rebuild a failed emulator: more than a full colour redraw of a
+# large screen, bounded so a thousand sessions keep at most 64 MiB for it.
+_RETAINED_BYTES = 64 * 1024
+# Full resets (RIS) and entering the alternate screen start a screen afresh: output before
+# them cannot show after them, so the retained output starts there.
+_FRESH_START = re.compile(rb"\x1bc|\x1b\[\?(?:1049|1047|47)h")
 
-_Buffer = dict[int, StaticDefaultDict[int, Char]]
-
-
-def _plain_tail_start(data: bytes) -> int:
-    """Start of the line after the last sequence that is not plain (0: none before the
-    last line feed). Searching backwards keeps this cheap for colourful output."""
-    last_lf = data.rfind(b"\n")
-    if last_lf < 0:
-        return 0
-    found = max(data.rfind(b"\x0e", 0, last_lf), data.rfind(b"\x0f", 0, last_lf))
-    escape = last_lf
-    while True:
-        escape = data.rfind(b"\x1b", 0, escape)
-        if escape < 0 or escape < found:
-            break
-        if _NOT_PLAIN.match(data, escape):
-            found = escape
-            break
-    if found < 0:
-        return 0
-    return data.find(b"\n", found) + 1
-
-
-class _Screen(pyte.Screen):
-    """``pyte.Screen`` plus the alternate screen and a "the cursor was addressed" flag."""
-
-    def __init__(self, columns: int, lines: int) -> None:
-        self.alternate = False
-        self.addressed = False
-        self._primary: _Buffer | None = None
-        self._primary_cursor: Cursor | None = None
-        super().__init__(columns, lines)
-
-    def _blank_buffer(self) -> _Buffer:
-        return defaultdict(lambda: StaticDefaultDict[int, Char](self.default_char))
-
-    def set_mode(self, *modes: int, **kwargs: Any) -> None:
-        if kwargs.get("private"):
-            chosen = _ALTERNATE.intersection(modes)
-            if chosen:
-                self._enter_alternate(max(chosen))
-            modes = tuple(mode for mode in modes if mode not in _ALTERNATE)
-        super().set_mode(*modes, **kwargs)
-
-    def reset_mode(self, *modes: int, **kwargs: Any) -> None:
-        if kwargs.get("private"):
-            chosen = _ALTERNATE.intersection(modes)
-            if chosen:
-                self._leave_alternate(max(chosen))
-            modes = tuple(mode for mode in modes if mode not in _ALTERNATE)
-        super().reset_mode(*modes, **kwargs)
-
-    def _enter_alternate(self, mode: int) -> None:
-        if self.alternate:
-            return
-        self.alternate = True
-        self._primary = self.buffer
-        self._primary_cursor = (
-            Cursor(self.cursor.x, self.cursor.y, self.cursor.attrs)
-            if mode == _SAVES_CURSOR
-            else None
-        )
-        # Mode 47 would show the alternate buffer as last left; ours always starts blank,
-        # which every program using it draws over anyway.
-        self.buffer = self._blank_buffer()
-        self.dirty.update(range(self.lines))
-
-    def _leave_alternate(self, mode: int) -> None:
-        if not self.alternate:
-            return
-        self.alternate = False
-        primary = self._primary if self._primary is not None else self._blank_buffer()
-        # A resize while on the alternate screen changed the size under the saved lines.
-        for row in [row for row in primary if row >= self.lines]:
-            del primary[row]
-        for line in primary.values():
-            for col in [col for col in line if col >= self.columns]:
-                del line[col]
-        self.buffer = primary
-        self._primary = None
-        saved = self._primary_cursor
-        if saved is not None and mode == _SAVES_CURSOR:
-            self.cursor.x = min(saved.x, self.columns - 1)
-            self.cursor.y = min(saved.y, self.lines - 1)
-            self.cursor.attrs = saved.attrs
-        self._primary_cursor = None
-        self.dirty.update(range(self.lines))
-
-    def reset(self) -> None:
-        super().reset()
-        self.alternate = False
-        self._primary = None
-        self._primary_cursor = None
-
-    # pyte passes ``private=True`` for any ``CSI ? ...`` sequence, which these handlers do
-    # not take; xterm uses them for queries and settings that change nothing visible
-    # (``CSI ? Pp m``, ``CSI ? 6 n``, ``CSI ? r``), so they are ignored here.
-    def select_graphic_rendition(self, *attrs: int, private: bool = False) -> None:
-        if not private:
-            super().select_graphic_rendition(*attrs)
-
-    def report_device_status(self, mode: int = 0, private: bool = False) -> None:
-        if not private:
-            super().report_device_status(mode)
-
-    def set_margins(
-        self, top: int | None = None, bottom: int | None = None, private: bool = False
-    ) -> None:
-        if not private:
-            super().set_margins(top, bottom)
-
-    # Cursor addressing marks the output as drawn for a screen, not a stream of lines.
-    def cursor_position(self, line: int | None = None, column: int | None = None) -> None:
-        if line is not None or column is not None:
-            self.addressed = True
-        super().cursor_position(line, column)
-
-    def cursor_up(self, count: int | None = None) -> None:
-        self.addressed = True
-        super().cursor_up(count)
-
-    def cursor_to_line(self, line: int | None = None) -> None:
-        self.addressed = True
-        super().cursor_to_line(line)
-
-    def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
-        if how in (2, 3):
-            self.addressed = True
-        super().erase_in_display(how, *args, **kwargs)
+# A coloured background covering more rows than this is a window or panel, not a mark.
+_MAX_MARK_ROWS = 2
+# Blank cells of another style that may separate two parts of one marked run.
+_MAX_GAP = 2
 
 
 class ScreenEmulator:
     """Feed raw PTY output in; read the visible screen out at any time."""
 
     def __init__(self, rows: int, cols: int) -> None:
-        self._screen = _Screen(cols, rows)
-        self._stream = pyte.ByteStream(self._screen)
-        self._pending = bytearray()
+        self._replies = bytearray()
+        self._vt = VtTerminal(rows, cols, self._replies.extend)
+        self._drawn = False
+        self._carry = b""
+        self._retained = bytearray()
+        self._rebuilds = 0
 
     @property
     def rows(self) -> int:
-        return int(self._screen.lines)
+        return self._vt.rows
 
     @property
     def cols(self) -> int:
-        return int(self._screen.columns)
+        return self._vt.cols
 
     @property
     def alternate(self) -> bool:
-        self._flush()
-        return bool(self._screen.alternate)
+        return self._guard(lambda: self._vt.alternate, False)
 
-    def feed(self, data: bytes) -> None:
-        """Take output; it is emulated when the screen is next looked at (or in bulk)."""
-        self._pending += data
-        if len(self._pending) >= _FLUSH_BYTES:
-            self._flush()
+    @property
+    def rebuilds(self) -> int:
+        """How many times a failing emulator was rebuilt (0 in any healthy session)."""
+        return self._rebuilds
 
-    def _flush(self) -> None:
-        if not self._pending:
-            return
-        data = bytes(self._pending)
-        self._pending.clear()
-        # Emulate up to the line after the last sequence that is not plain (a command's
-        # echo, a prompt's marker): what follows it is plain lines, which may scroll off.
-        plain_from = _plain_tail_start(data)
-        if plain_from:
-            self._feed(data[:plain_from])
-            data = data[plain_from:]
-        start = self._scrolled_off(data)
-        if start:
-            # Everything before ``start`` is off the screen by the end of the chunk; the
-            # screen at the cut is blank rows with the cursor at the start of the bottom
-            # row, whatever came before. A character split across the cut is dropped with
-            # the skipped part.
-            screen = self._screen
-            screen.buffer.clear()
-            screen.dirty.update(range(screen.lines))
-            screen.cursor.y = screen.lines - 1
-            screen.cursor.x = 0
-            self._stream.utf8_decoder.reset()
-            data = data[start:]
-        self._feed(data)
+    def feed(self, data: bytes) -> bytes:
+        """Emulate ``data``; return the terminal's replies to queries in it (often b"").
 
-    def _feed(self, data: bytes) -> None:
-        try:
-            self._stream.feed(data)
-        except Exception:  # a sequence pyte cannot take must not stop the session's output
-            _log.debug("screen emulator skipped the rest of a chunk", exc_info=True)
-
-    def _scrolled_off(self, data: bytes) -> int:
-        """Where the part of ``data`` that can still be visible afterwards begins (0: all).
-
-        Bulk output (a build log, ``cat`` of a big file) is mostly lines that scroll past;
-        emulating each one costs far more than the PTY took to deliver it. When the chunk
-        can only write lines and scroll, on the primary screen without a scroll region,
-        with the emulator between sequences, and holds at least ``2 * rows`` line feeds
-        (only what follows the last one may be anything), then at the CR LF that leaves
-        ``rows`` line feeds after it the cursor is on the bottom row, column 0, of a blank
-        line (``rows`` line feeds before it reached the bottom and the last one scrolled),
-        and the ``rows`` line feeds after it push every line above out of view.
+        Never raises: an emulator that fails is replaced by one rebuilt from the retained
+        output before ``data``, and ``data`` is dropped from the screen (it stays in the
+        session's scrollback).
         """
-        screen = self._screen
-        rows = screen.lines
-        if (
-            screen.alternate
-            or screen.margins is not None
-            or not self._stream._taking_plain_text
-            or data.count(b"\n") < 2 * rows
-        ):
-            return 0
-        # Past the last line feed both states are the same whatever follows, and a
-        # sequence split at the chunk's end must not spoil the fast path.
-        last_lf = data.rfind(b"\n")
-        if _NOT_PLAIN.search(data, 0, last_lf):
-            return 0
-        cut = len(data)
-        for _ in range(rows + 1):
-            cut = data.rfind(b"\n", 0, cut)
-        # ``cut`` is the LF with ``rows`` LFs after it; it must end a CR LF (column 0).
-        if cut <= 0 or data[cut - 1] != 0x0D:
-            return 0
-        return cut + 1
+        scan = self._carry + data if self._carry else data
+        if b"\x1b" in scan:
+            if not self._drawn and _ADDRESSING.search(scan):
+                self._drawn = True
+            tail = scan.rfind(b"\x1b")
+            self._carry = (
+                scan[tail:]
+                if len(scan) - tail <= _MAX_CARRY and _OPEN_SEQUENCE.match(scan, tail)
+                else b""
+            )
+        else:
+            self._carry = b""
+        try:
+            if b"?6n" in scan:
+                self._feed_with_decxcpr(data, scan)
+            else:
+                self._vt.feed(data)
+        except Exception:
+            _log.warning("screen emulator failed; rebuilding it", exc_info=True)
+            self._rebuild()
+            return b""
+        self._retain(data)
+        if not self._replies:
+            return b""
+        replies = bytes(self._replies)
+        self._replies.clear()
+        return replies
+
+    def _feed_with_decxcpr(self, data: bytes, scan: bytes) -> None:
+        """Feed ``data`` piecewise, answering each ``CSI ? 6 n`` where it was asked."""
+        offset = len(scan) - len(data)  # the carried bytes were already fed
+        start = 0
+        for match in _DECXCPR.finditer(scan):
+            end = match.end() - offset
+            self._vt.feed(data[start:end])
+            start = end
+            row, col = self._vt.cursor
+            self._replies += b"\x1b[?%d;%d;1R" % (row + 1, col + 1)
+        self._vt.feed(data[start:])
+
+    def _retain(self, data: bytes) -> None:
+        fresh = max((found.start() for found in _FRESH_START.finditer(data)), default=-1)
+        if fresh >= 0:
+            self._retained[:] = data[fresh:]
+        else:
+            self._retained += data
+        excess = len(self._retained) - _RETAINED_BYTES
+        if excess > 0:
+            # Cut at a line start so the rebuilt screen begins between lines.
+            cut = self._retained.find(b"\n", excess)
+            del self._retained[: cut + 1 if cut >= 0 else excess]
+
+    def _rebuild(self) -> None:
+        """Replace the emulator with one that replayed the retained output (replies
+        dropped: those queries were answered when they were asked)."""
+        self._rebuilds += 1
+        rows, cols = self._vt.rows, self._vt.cols
+        try:
+            self._vt.close()
+        except Exception:
+            _log.debug("closing the failed emulator failed", exc_info=True)
+        self._carry = b""
+        try:
+            self._vt = VtTerminal(rows, cols, self._replies.extend)
+            self._vt.feed(bytes(self._retained))
+        except Exception:
+            _log.warning("replaying the retained output failed; the screen starts blank")
+            self._retained.clear()
+            self._vt = VtTerminal(rows, cols, self._replies.extend)
+        self._replies.clear()
+
+    def _guard(self, read: Callable[[], _T], fallback: _T) -> _T:
+        """Read the emulator's state; rebuild it and read again if that fails."""
+        try:
+            return read()
+        except Exception:
+            _log.warning("reading the screen emulator failed; rebuilding it", exc_info=True)
+            self._rebuild()
+        try:
+            return read()
+        except Exception:
+            _log.warning("the rebuilt screen emulator failed too", exc_info=True)
+            return fallback
 
     def resize(self, rows: int, cols: int) -> None:
-        self._flush()
-        self._screen.resize(rows, cols)
+        def apply() -> None:
+            self._vt.resize(rows, cols)
+
+        self._guard(apply, None)
+        if (self._vt.rows, self._vt.cols) != (rows, cols):  # the rebuilt one lost it
+            self._vt = VtTerminal(rows, cols, self._replies.extend)
 
     def take_drawn(self) -> bool:
         """True if the program addressed the cursor since the last call; clears the flag."""
-        self._flush()
-        drawn = bool(self._screen.addressed)
-        self._screen.addressed = False
+        drawn, self._drawn = self._drawn, False
         return drawn
 
     def snapshot(self) -> ScreenView:
-        self._flush()
-        screen = self._screen
-        lines = [line.rstrip() for line in screen.display]
-        cursor = (int(screen.cursor.y), int(screen.cursor.x))
+        """The visible screen: text trimmed, the cursor, the screen shown, highlights."""
+        blank = ScreenView(text="", cursor=(0, 0), alternate=False)
+        return self._guard(self._snapshot, blank)
+
+    def _snapshot(self) -> ScreenView:
+        vt = self._vt
+        lines = vt.lines()
+        styled = list(vt.styled_rows())
+        cursor = vt.cursor
         last = len(lines)
         while last > cursor[0] + 1 and not lines[last - 1]:
             last -= 1
         return ScreenView(
-            text="\n".join(lines[:last]), cursor=cursor, alternate=bool(screen.alternate)
+            text="\n".join(lines[:last]),
+            cursor=cursor,
+            alternate=vt.alternate,
+            highlights=_highlights(styled),
         )
+
+
+_Colour = tuple[str, int] | None
+
+
+def _highlights(styled: list[tuple[int, list[Cell]]]) -> tuple[Highlight, ...]:
+    """Runs of cells a person would see as marked: a selected item, a focused button.
+
+    A run of cells sharing a background is marked when it is inverse video, or when its
+    background differs from the cells on both sides of it and every style in it (colours
+    and inverse) appears on at most :data:`_MAX_MARK_ROWS` rows of the screen: a window,
+    a panel or the screen's own background spans more rows and marks nothing, and a
+    foreground colour alone (a hotkey letter, a title) marks nothing either. Marked runs
+    with at most :data:`_MAX_GAP` blank cells between them are one (``<  OK  >``); blank
+    runs (a shadow) are dropped.
+    """
+    rows_of: dict[tuple[bool, _Colour, _Colour], set[int]] = defaultdict(set)
+    for row, cells in styled:
+        for cell in cells:
+            rows_of[(cell.inverse, cell.fg, cell.bg)].add(row)
+    found: list[Highlight] = []
+    for row, cells in styled:
+        bg_at = {cell.col: (cell.inverse, cell.bg) for cell in cells}
+        run: list[Cell] = []
+        gap: list[Cell] = []  # blank cells after the run, kept if the run goes on
+        for segment in _segments(cells):
+            first, last = segment[0], segment[-1]
+            ground = (first.inverse, first.bg)
+            marked = first.inverse or (
+                first.bg is not None
+                and bg_at.get(first.col - 1, (False, None)) != ground
+                and bg_at.get(last.col + 1, (False, None)) != ground
+                and all(
+                    len(rows_of[(cell.inverse, cell.fg, cell.bg)]) <= _MAX_MARK_ROWS
+                    for cell in segment
+                )
+            )
+            contiguous = bool(run) and (gap[-1] if gap else run[-1]).col + 1 == first.col
+            if marked:
+                if contiguous:
+                    run += gap
+                    run += segment
+                else:
+                    _close_run(row, run, found)
+                    run = list(segment)
+                gap = []
+            elif (
+                contiguous
+                and len(gap) + len(segment) <= _MAX_GAP
+                and not "".join(cell.text for cell in segment).strip()
+            ):
+                gap += segment
+            else:
+                _close_run(row, run, found)
+                run, gap = [], []
+        _close_run(row, run, found)
+    return tuple(found)
+
+
+def _segments(cells: list[Cell]) -> list[list[Cell]]:
+    """Consecutive cells sharing inverse video and a background, left to right."""
+    segments: list[list[Cell]] = []
+    for cell in cells:
+        if segments:
+            previous = segments[-1][-1]
+            if previous.col + 1 == cell.col and (previous.inverse, previous.bg) == (
+                cell.inverse,
+                cell.bg,
+            ):
+                segments[-1].append(cell)
+                continue
+        segments.append([cell])
+    return segments
+
+
+def _close_run(row: int, run: list[Cell], found: list[Highlight]) -> None:
+    if not run:
+        return
+    text = "".join(cell.text for cell in run)
+    stripped = text.lstrip()
+    if not stripped.strip():
+        return
+    lead = len(text) - len(stripped)
+    # Leading blanks are one cell each, so the first character's column is exact.
+    found.append(Highlight(row=row, col=run[0].col + lead, text=stripped.rstrip()))

@@ -38,6 +38,7 @@ from .keys import encode_keys
 from .modes import ModeTracker
 from .operation import BashSendOperation
 from .probe import NO_SOCKETS, SessionProbe
+from .queries import LineQueries, Replies
 from .readiness import Readiness, Settlement
 from .sanitizer import Chunk, Sanitizer
 from .screen import ScreenEmulator
@@ -79,6 +80,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         *,
         screen: ScreenEmulator | None = None,
         signals_folded: bool = False,
+        size: tuple[int, int] | None = None,
     ) -> None:
         """``signals_folded``: the process's exit status reports a death by signal n as
         exit status 128+n (the shell runs under bubblewrap), so the session tells a
@@ -122,6 +124,11 @@ class BashSession(SessionProbe, CancelEnforcement):
         # keeps the emulated screen.
         self._modes = ModeTracker()
         self._screen = screen
+        # A line session answers cursor-position and device-attribute queries itself; a
+        # screen session's emulator answers every query.
+        rows, cols = size if size is not None else (config.rows, config.cols)
+        self._queries = LineQueries(rows, cols)
+        self._replies = Replies(process)
         self._exact = process.exact_input_probe
         self._watchers: list[Callable[[], None]] = []
         # Sockets of the session's processes already listening when the latest send's
@@ -184,8 +191,10 @@ class BashSession(SessionProbe, CancelEnforcement):
     def _on_output(self, data: bytes) -> None:
         self._output_before, self._last_output = self._last_output, data
         self._modes.feed(data)
-        if self._screen is not None:
-            self._screen.feed(data)
+        screen = self._screen
+        replies = screen.feed(data) if screen is not None else self._queries.feed(data)
+        if replies:
+            self._replies.answer(replies, self._shell_pgid)
         self._consume(self._sanitizer.feed(data))
 
     def _consume(self, chunk: Chunk) -> None:
@@ -652,6 +661,7 @@ class BashSession(SessionProbe, CancelEnforcement):
             raise TerminalError(f"session {self.session_id} has ended", "SESSION_EXITED")
         if self._screen is not None:
             self._screen.resize(rows, cols)
+        self._queries.resize(rows, cols)
         self._process.resize(rows, cols)
         return TerminalSize(rows=rows, cols=cols)
 

@@ -106,10 +106,23 @@ def render_send(value: SendValue, max_bytes: int, session_id: str) -> str:
     return cap_text(viewport, max_bytes, suffix=suffix, keep="tail")
 
 
+# Highlights named in a screen's header; the value lists them all.
+_HEADER_HIGHLIGHTS = 8
+
+
 def _screen_header(screen: ScreenValue) -> str:
+    """``[screen; cursor at row 3, column 5]``, plus the highlighted runs: focus and
+    selection shown only by inverse video or colour are invisible in the text below."""
     row, col = screen["cursor"]
     kind = "full-screen program" if screen["alternate"] else "screen"
-    return f"[{kind}; cursor at row {row}, column {col}]"
+    marks = screen.get("highlights") or []
+    shown = "".join(
+        f"; highlighted {mark['text']!r} at row {mark['row']}, column {mark['col']}"
+        for mark in marks[:_HEADER_HIGHLIGHTS]
+    )
+    if len(marks) > _HEADER_HIGHLIGHTS:
+        shown += f"; {len(marks) - _HEADER_HIGHLIGHTS} more highlighted"
+    return f"[{kind}; cursor at row {row}, column {col}{shown}]"
 
 
 def render_screen_read(value: ReadValue, max_bytes: int, session_id: str) -> str:

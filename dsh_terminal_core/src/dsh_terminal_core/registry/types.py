@@ -36,6 +36,8 @@ __all__ = [
     "STATUS_SCHEMA",
     "BackendSession",
     "BackendSpawnContext",
+    "Highlight",
+    "HighlightValue",
     "HumanReport",
     "HumanReportValue",
     "LineTailSession",
@@ -199,25 +201,59 @@ class SendRequest:
     wait_for: re.Pattern[str] | None = attrs.field(default=None, eq=False)
 
 
+class HighlightValue(TypedDict):
+    """The wire form of a :class:`Highlight`."""
+
+    row: int
+    col: int
+    text: str
+
+
 class ScreenValue(TypedDict):
     """The wire form of a :class:`ScreenView`; ``cursor`` is ``[row, col]``."""
 
     text: str
     cursor: Annotated[list[int], Items(2, 2)]
     alternate: bool
+    highlights: NotRequired[list[HighlightValue]]
+
+
+@attrs.frozen(kw_only=True)
+class Highlight:
+    """A run of the screen shown marked (inverse video, or a background colour on a row or
+    two): a selected menu item, a focused button. ``row``/``col`` from 0 are where its
+    first non-blank character is; ``text`` is the run's text, blanks at both ends trimmed.
+    """
+
+    row: int
+    col: int
+    text: str
+
+    def to_wire(self) -> HighlightValue:
+        return {"row": self.row, "col": self.col, "text": self.text}
 
 
 @attrs.frozen(kw_only=True)
 class ScreenView:
     """The visible screen: trailing blanks of each line trimmed; ``cursor`` is
-    ``(row, col)`` from 0; ``alternate`` is true while a full-screen program runs."""
+    ``(row, col)`` from 0; ``alternate`` is true while a full-screen program runs;
+    ``highlights`` are the runs shown only by inverse video or colour (the wire form
+    leaves the key out when there are none)."""
 
     text: str
     cursor: tuple[int, int]
     alternate: bool
+    highlights: tuple[Highlight, ...] = ()
 
     def to_wire(self) -> ScreenValue:
-        return {"text": self.text, "cursor": list(self.cursor), "alternate": self.alternate}
+        wire: ScreenValue = {
+            "text": self.text,
+            "cursor": list(self.cursor),
+            "alternate": self.alternate,
+        }
+        if self.highlights:
+            wire["highlights"] = [mark.to_wire() for mark in self.highlights]
+        return wire
 
 
 @attrs.frozen(kw_only=True)

@@ -19,13 +19,14 @@ from typing import Any
 from ..kernel.errors import DshError, TerminalError
 from ..provider.listening import Listener
 from ..registry.linematch import LineMatch
-from ..registry.types import ScreenView, SendResult, SessionStatus, WaitReason
+from ..registry.types import Highlight, ScreenView, SendResult, SessionStatus, WaitReason
 
 __all__ = [
     "PROTOCOL_VERSIONS",
     "ProtocolError",
     "error_from_wire",
     "error_to_wire",
+    "highlights_from_wire",
     "pattern_from_wire",
     "pattern_to_wire",
     "send_result_from_wire",
@@ -106,6 +107,20 @@ def _listener_from_wire(wire: object) -> Listener:
     )
 
 
+def highlights_from_wire(wire: object) -> tuple[Highlight, ...]:
+    """A screen's ``highlights`` as sent by a world (absent: none)."""
+    if wire is None:
+        return ()
+    if not isinstance(wire, list) or not all(isinstance(mark, dict) for mark in wire):
+        raise _malformed("highlights")
+    return tuple(
+        Highlight(
+            row=field(mark, "row", int), col=field(mark, "col", int), text=field(mark, "text", str)
+        )
+        for mark in wire
+    )
+
+
 def send_result_to_wire(result: SendResult) -> dict[str, Any]:
     wire: dict[str, Any] = {
         "viewport": result.viewport,
@@ -145,6 +160,7 @@ def send_result_from_wire(wire: object) -> SendResult:
             text=field(shown, "text", str),
             cursor=(cursor[0], cursor[1]),
             alternate=field(shown, "alternate", bool),
+            highlights=highlights_from_wire(shown.get("highlights")),
         )
     match = None
     if (matched := wire.get("match")) is not None:

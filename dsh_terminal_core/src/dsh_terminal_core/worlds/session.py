@@ -45,6 +45,7 @@ from .frames import Frame
 from .link import WorldLink
 from .messages import (
     error_from_wire,
+    highlights_from_wire,
     listeners_from_wire,
     pattern_to_wire,
     send_result_from_wire,
@@ -504,6 +505,7 @@ class WorldSession:
                 text=str(shown.get("text", "")),
                 cursor=(int(cursor[0]), int(cursor[1])),
                 alternate=bool(shown.get("alternate")),
+                highlights=highlights_from_wire(shown.get("highlights")),
             ),
             rows=int(wire.get("rows", 0)),
             cols=int(wire.get("cols", 0)),
