@@ -39,12 +39,22 @@ async def run(mode: str) -> list[tuple[str, Any]]:
         agent = h.create_agent("fidelity")
         sid = await _open(h, agent)
         await _send(h, agent, sid, text="stty -echo; cat")
-        rows.append(("`stty -echo; cat`, then `abcdé`", (await _send(h, agent, sid, text="abcdé"))["viewport"]))
+        rows.append(
+            (
+                "`stty -echo; cat`, then `abcdé`",
+                (await _send(h, agent, sid, text="abcdé"))["viewport"],
+            )
+        )
         await h.call_tool(agent, "terminal_signal", {"sessionId": sid, "signal": "SIGINT"})
         await _send(h, agent, sid)
         await _send(h, agent, sid, text="stty echo")
         await _send(h, agent, sid, text='read -s pw; echo "$pw"')
-        rows.append(("`read -s pw; echo \"$pw\"`, then the value", (await _send(h, agent, sid, text="value-42"))["viewport"]))
+        rows.append(
+            (
+                '`read -s pw; echo "$pw"`, then the value',
+                (await _send(h, agent, sid, text="value-42"))["viewport"],
+            )
+        )
         progress = await _send(h, agent, sid, text=r"printf '\rX 0%%\r\rX Done\r\r\n'")
         rows.append(("`printf '\\rX 0%%\\r\\rX Done\\r\\r\\n'`", progress["viewport"]))
         flood = await _send(h, agent, sid, text="seq 1 100000")
@@ -53,7 +63,9 @@ async def run(mode: str) -> list[tuple[str, Any]]:
         offset = re.search(r"offset=(\d+)", hint.group(0) if hint else "")
         if offset:
             page = await h.call_tool(
-                agent, "terminal_read", {"sessionId": sid, "offset": int(offset.group(1)), "count": 3}
+                agent,
+                "terminal_read",
+                {"sessionId": sid, "offset": int(offset.group(1)), "count": 3},
             )
             rows.append(("... that offset read back (3 lines)", page.value["text"]))
         for command in ("kill -KILL $$", "exit 137"):

@@ -17,7 +17,7 @@ import pytest
 
 from dsh_terminal_core.provider import LocalTerminalProcess
 from dsh_terminal_core.provider.inspector import ReaderWait, TerminalIdentity
-from dsh_terminal_core.provider.inspector_linux import _GENERAL, LinuxStdinProbe
+from dsh_terminal_core.provider.inspector_linux import GENERAL as _GENERAL, LinuxStdinProbe
 from dsh_terminal_core.provider.procfiles import KeptFiles
 
 from ..helpers import Output, Spawn, eventually

@@ -163,7 +163,9 @@ async def test_a_shell_killed_by_a_signal_is_reported_as_one(
 
 
 async def test_a_character_split_across_writes_arrives_whole(terminal: Terminal) -> None:
-    split = await terminal.send(r"printf '\xc3'; sleep 0.2; printf '\xa9\xe6\x97'; sleep 0.2; printf '\xa5\n'")
+    split = await terminal.send(
+        r"printf '\xc3'; sleep 0.2; printf '\xa9\xe6\x97'; sleep 0.2; printf '\xa5\n'"
+    )
     assert split["viewport"] == "é日\n"
 
 
@@ -180,7 +182,8 @@ async def test_a_continuation_prompt_and_unrunnable_commands(terminal: Terminal)
 
 async def test_a_match_after_two_megabytes(terminal: Terminal) -> None:
     found = await terminal.send(
-        "for i in $(seq 1 40000); do echo line-$i-padding-padding-padding; done; echo MARK-27; sleep 30",
+        "for i in $(seq 1 40000); do echo line-$i-padding-padding-padding; done; "
+        "echo MARK-27; sleep 30",
         waitFor="^MARK-27$",
     )
     assert found["waitReason"] == "matched" and found["match"]["line"] == "MARK-27"
@@ -226,7 +229,9 @@ async def test_a_child_ignoring_sigint_and_a_flood(terminal: Terminal) -> None:
     back = await terminal.send("trap - INT; echo alive")
     assert back["viewport"].endswith("alive\n")
     # 8 MiB in 100-byte lines: the real end is shown, and the numbering holds.
-    flood = await terminal.send("yes 0123456789 | tr -d '\\n' | fold -w 100 | head -c 8388608; echo; echo END-27")
+    flood = await terminal.send(
+        "yes 0123456789 | tr -d '\\n' | fold -w 100 | head -c 8388608; echo; echo END-27"
+    )
     assert flood["exitCode"] == 0 and flood["viewport"].endswith("END-27\n")
     assert flood["truncated"] is True and "omitted" in flood["viewport"]
     last = await terminal.call("terminal_read", offset=1, count=1)

@@ -35,9 +35,9 @@ from __future__ import annotations
 import os
 
 __all__ = [
+    "EXIT_MARKER_PREFIX",
     "PROMPT",
     "PROMPT_COMMAND",
-    "EXIT_MARKER_PREFIX",
     "PS1",
     "PYTHON_STARTUP",
     "SHELL_MARKER",
@@ -62,8 +62,8 @@ EXIT_MARKER_PREFIX = b"\x1b]133;E;"
 # the user's own is never replaced.
 PROMPT_COMMAND = (
     'export PROMPT_COMMAND PS1="$DSH_PS1"; '
-    "[ -n \"${__dsh_exit_trap-}\" ] || "
-    "{ __dsh_exit_trap=1; trap 'printf \"\\033]133;E;%s\\007\" \"$?\"' EXIT; }"
+    '[ -n "${__dsh_exit_trap-}" ] || '
+    '{ __dsh_exit_trap=1; trap \'printf "\\033]133;E;%s\\007" "$?"\' EXIT; }'
 )
 
 

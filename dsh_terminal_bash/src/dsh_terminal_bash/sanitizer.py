@@ -75,6 +75,7 @@ _CR_RUN = re.compile(rb"\r+(\n?)")
 def _return_or_newline(run: re.Match[bytes]) -> bytes:
     return b"\n" if run.group(1) else _CR
 
+
 # Controls that carry no text: C0 except BS, TAB, LF, CR and ESC (ESC starts a sequence),
 # and DEL. BS is kept for :mod:`dsh_terminal_core.overstrike`.
 _DROPPED = bytes([*range(0x00, 0x08), 0x0B, 0x0C, *range(0x0E, 0x1B), *range(0x1C, 0x20), 0x7F])

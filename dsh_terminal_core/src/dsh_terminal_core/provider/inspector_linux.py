@@ -53,26 +53,25 @@ without a table and any non-64-bit process is a miss, never a guess.
 
 from __future__ import annotations
 
-import enum
 import fcntl
 import os
 import stat
 import struct
 import time
 from collections.abc import Iterable
-from typing import Final, Literal
+from typing import Literal
 
-import attrs
-
+from . import lookparts as parts
 from .channels import ChannelJudge
 from .inspector import PollingWait, ReaderWait, TerminalIdentity
+from .lookparts import GENERAL, Handover, Polled, Threads, WaitSet
 from .procfiles import KeptFiles, ProcessFiles, epoll_entries
 from .procfs import PROC, iter_pids, read_bytes, read_stat
 from .syscalls import Limit, SyscallTable, Wait, WaitCall, current_table
 from .taskfacts import busy_ns_in, reaped_cpu, sole_member, wakes_in, write_calls
 from .wakeups import has_pending_wakeup
 
-__all__ = ["SHORT_WAIT_NS", "LinuxStdinProbe"]
+__all__ = ["GENERAL", "SHORT_WAIT_NS", "LinuxStdinProbe"]
 
 SHORT_WAIT_NS = 1_000_000_000  # a wait that ends by itself this soon is not proof
 _POLL_READ = 0x0001 | 0x0040  # POLLIN | POLLRDNORM
@@ -100,51 +99,6 @@ _FUTEX_LOCK_PI = 6  # absolute, always CLOCK_REALTIME
 _MAX_THREADS = 64
 
 
-class _Handover(enum.Enum):
-    """The specialised look cannot decide: take the general one."""
-
-    GENERAL = enum.auto()
-
-
-_GENERAL: Final = _Handover.GENERAL
-
-
-@attrs.frozen
-class _Polled:
-    """A process seen in a polling wait: the wait's timeout, the run stamps bracketing the
-    look (one per thread, in ``tids`` order), and the wake count and busy time they hold."""
-
-    timeout_ns: int
-    stamp: bytes
-    tids: tuple[str, ...]
-    wakes: int | None
-    busy_ns: int | None
-
-
-@attrs.frozen
-class _Threads:
-    """What :meth:`_Look.all_threads` found: every thread asleep, nothing pending.
-
-    ``reading``: some thread is in a proof wait on the terminal; else ``polled_ns`` is
-    the shortest timeout of the threads polling it. ``wakes`` and ``busy_ns`` are summed
-    over every thread; ``stamps`` are the run stamps that bracketed the look.
-    """
-
-    reading: bool
-    polled_ns: int | None
-    wakes: int | None
-    busy_ns: int | None
-    stamps: tuple[bytes, ...]
-
-
-@attrs.frozen
-class _WaitSet:
-    """The descriptors of one blocked call: those it reads, and every one that can wake it."""
-
-    reads: list[int]
-    wakes: list[int]
-
-
 class LinuxStdinProbe:
     """Exact probe over ``/proc``; ``table`` None (an unlisted architecture) means False."""
 
@@ -167,7 +121,7 @@ class LinuxStdinProbe:
         """
         if self._table is None:
             return None
-        number = _pty_number(master_fd, self._table.tiocgptn)
+        number = parts.pty_number(master_fd, self._table.tiocgptn)
         path = f"/dev/pts/{number}" if number is not None else "/dev/pts/?"
         flags = os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC
         try:
@@ -209,7 +163,7 @@ class LinuxStdinProbe:
                 return None
             if single:
                 seen = self._kept_reader_wait(kept, terminal)
-                if seen is not _GENERAL:
+                if seen is not GENERAL:
                     return seen
         tids = self._threads(pid)
         if tids is None:
@@ -229,7 +183,7 @@ class LinuxStdinProbe:
 
     def _kept_reader_wait(
         self, kept: KeptFiles, terminal: TerminalIdentity
-    ) -> ReaderWait | Literal[_Handover.GENERAL] | None:
+    ) -> ReaderWait | Literal[Handover.GENERAL] | None:
         """The general look, specialised for the shell at its prompt: a single-threaded
         64-bit process whose files are kept, blocked in ``read`` on the terminal or in a
         ``select`` that reads only the terminal, with no other set and no timeout.
@@ -237,13 +191,13 @@ class LinuxStdinProbe:
         That is what the prompt proof sees on nearly every send, so it is answered with
         the same reads and checks as the general look, without building one. Anything
         else (another call, another descriptor, a timeout, a 32-bit stack) returns
-        ``_GENERAL``: the general look decides.
+        ``GENERAL``: the general look decides.
         """
         table = self._table
         assert table is not None
         before = kept.read("schedstat")
         if before is None:
-            return _GENERAL  # no scheduler statistics here: the general look's stamp
+            return GENERAL  # no scheduler statistics here: the general look's stamp
         line = kept.read("syscall")
         # Parsed as bytes, only as far as this look needs: ``nr arg0..arg5 sp pc``.
         if line is None:
@@ -257,7 +211,7 @@ class LinuxStdinProbe:
             if call is None or number < 0:
                 return None
             if int(fields[7], 16) <= 0xFFFFFFFF:
-                return _GENERAL
+                return GENERAL
             first = int(fields[1], 16)
             if call.kind is Wait.READ:
                 fds = [first]
@@ -266,24 +220,24 @@ class LinuxStdinProbe:
             ):
                 address = int(fields[2], 16)
                 if not 0 < first <= 64 or address == 0:
-                    return _GENERAL
+                    return GENERAL
                 bitmap = kept.memory(address, (first + 7) // 8)
                 if bitmap is None:
                     return None
-                fds = [0] if bitmap == b"\x01" else _set_bits(bitmap, first)
+                fds = [0] if bitmap == b"\x01" else parts.set_bits(bitmap, first)
                 if not fds:
                     return None
             else:
-                return _GENERAL
+                return GENERAL
         except ValueError:
             return None
         for fd in fds:
             try:
                 st = os.stat(kept.fd_path(fd))
             except OSError:
-                return _GENERAL
+                return GENERAL
             if st.st_ino != terminal.inode or st.st_dev != terminal.device:
-                return _GENERAL
+                return GENERAL
         if kept.read("schedstat") != before:
             return None
         return ReaderWait(wakes=wakes_in(before), stamp=before)
@@ -376,7 +330,7 @@ class LinuxStdinProbe:
                 return ReaderWait(wakes=seen.wakes, stamp=None)
             if not polling or seen.polled_ns is None:
                 return None
-            look.polled = _Polled(
+            look.polled = Polled(
                 timeout_ns=seen.polled_ns,
                 stamp=b"".join(seen.stamps),
                 tids=tuple(tids),
@@ -525,7 +479,7 @@ class _Look:
         self._refers: dict[int, bool] = {}
         # Asked for polling waits: the main thread's is kept in ``polled`` when found.
         self._polling = polling
-        self.polled: _Polled | None = None
+        self.polled: Polled | None = None
 
     @property
     def files(self) -> ProcessFiles:
@@ -550,7 +504,7 @@ class _Look:
         line = self._task_file(tid, "syscall")
         if line is None:
             return None
-        parsed = _parse_syscall(line.decode("ascii", "replace"))
+        parsed = parts.parse_syscall(line.decode("ascii", "replace"))
         if parsed is None:
             return None
         number, args, stack = parsed
@@ -579,7 +533,7 @@ class _Look:
         if (proof or polled) and self.runs(tid) == before:
             if proof:
                 return before
-            self.polled = _Polled(
+            self.polled = Polled(
                 timeout_ns=polled,
                 stamp=before,
                 tids=(tid,),
@@ -588,7 +542,7 @@ class _Look:
             )
         return None
 
-    def all_threads(self, tids: list[str]) -> _Threads | None:
+    def all_threads(self, tids: list[str]) -> Threads | None:
         """Judge a threaded process whole: every thread asleep, none with a wake-up coming.
 
         Returns None unless every thread in ``tids`` is asleep (state ``S``) with no
@@ -617,7 +571,7 @@ class _Look:
         known = [stamp for stamp in stamps if stamp is not None]
         wakes = [wakes_in(stamp) for stamp in known]
         busy = [busy_ns_in(stamp) for stamp in known]
-        return _Threads(
+        return Threads(
             reading=reading,
             polled_ns=polled,
             wakes=None if None in wakes else sum(w for w in wakes if w is not None),
@@ -626,7 +580,7 @@ class _Look:
         )
 
     def stamp_of(self, tids: tuple[str, ...]) -> bytes | None:
-        """The run stamps of ``tids`` joined, as :class:`_Polled` keeps them."""
+        """The run stamps of ``tids`` joined, as :class:`Polled` keeps them."""
         stamps = [self.runs(tid) for tid in tids]
         if any(stamp is None for stamp in stamps):
             return None
@@ -637,12 +591,12 @@ class _Look:
         positive) of a wait on the terminal that fails only by its short timeout, -1
         asleep elsewhere with nothing coming; None when it is not provably asleep so."""
         status = read_bytes(f"{self._proc}/{self._files.pid}/task/{tid}/status")
-        if status is None or not _asleep_unsignalled(status):
+        if status is None or not parts.asleep_unsignalled(status):
             return None
         line = self._task_file(tid, "syscall")
         if line is None:
             return None
-        parsed = _parse_syscall(line.decode("ascii", "replace"))
+        parsed = parts.parse_syscall(line.decode("ascii", "replace"))
         if parsed is None:
             return None
         number, args, stack = parsed
@@ -661,7 +615,7 @@ class _Look:
         if call is None:
             return None
         if call.kind is Wait.READ:
-            waits: _WaitSet | None = _WaitSet(reads=[args[0]], wakes=[args[0]])
+            waits: WaitSet | None = WaitSet(reads=[args[0]], wakes=[args[0]])
         else:
             waits = self._wait_set(call.kind, args)
         if waits is None:
@@ -778,16 +732,14 @@ class _Look:
         total: int = seconds * 1_000_000_000 + fraction * scale
         return total
 
-    def _wait_set(self, kind: Wait, args: list[int]) -> _WaitSet | None:
+    def _wait_set(self, kind: Wait, args: list[int]) -> WaitSet | None:
         if kind is Wait.SELECT:
             return self._select_set(args[0], args[1], args[2], args[3])
         if kind is Wait.POLL:
             return self._poll_set(args[0], args[1])
         return self._epoll_set(args[0])
 
-    def _select_set(
-        self, nfds: int, readfds: int, writefds: int, exceptfds: int
-    ) -> _WaitSet | None:
+    def _select_set(self, nfds: int, readfds: int, writefds: int, exceptfds: int) -> WaitSet | None:
         if readfds == 0 or nfds <= 0:
             return None
         nfds = min(nfds, _MAX_SELECT_FDS)
@@ -801,15 +753,15 @@ class _Look:
                 if more is None:
                     return None
                 wakes.extend(more)
-        return _WaitSet(reads=reads, wakes=wakes)
+        return WaitSet(reads=reads, wakes=wakes)
 
     def _fd_set(self, address: int, nfds: int) -> list[int] | None:
         bitmap = self._files.memory(address, (nfds + 7) // 8)
         if bitmap is None:
             return None
-        return _set_bits(bitmap, nfds)
+        return parts.set_bits(bitmap, nfds)
 
-    def _poll_set(self, address: int, nfds: int) -> _WaitSet | None:
+    def _poll_set(self, address: int, nfds: int) -> WaitSet | None:
         if address == 0 or nfds <= 0 or nfds > _MAX_POLLFDS:
             return None
         raw = self._files.memory(address, nfds * _POLLFD.size)
@@ -823,9 +775,9 @@ class _Look:
             wakes.append(fd)  # even with no events asked for, hang-up and errors wake it
             if events & _POLL_READ:
                 reads.append(fd)
-        return _WaitSet(reads=reads, wakes=wakes)
+        return WaitSet(reads=reads, wakes=wakes)
 
-    def _epoll_set(self, epfd: int) -> _WaitSet | None:
+    def _epoll_set(self, epfd: int) -> WaitSet | None:
         info = self._files.info(epfd)
         entries = epoll_entries(info) if info is not None else None
         if entries is None:
@@ -841,61 +793,4 @@ class _Look:
             wakes.append(entry.fd)
             if entry.events & _EPOLL_READ:
                 reads.append(entry.fd)
-        return _WaitSet(reads=reads, wakes=wakes)
-
-
-def _asleep_unsignalled(status: bytes) -> bool:
-    """A task's ``status``: asleep (``S``), no signal queued for it or for its process."""
-    state = status.find(b"\nState:")
-    if state < 0 or status[state + 7 : state + 16].strip()[:1] != b"S":
-        return False
-    for name in (b"\nSigPnd:", b"\nShdPnd:"):
-        start = status.find(name)
-        if start < 0:
-            return False
-        end = status.find(b"\n", start + 1)
-        try:
-            if int(status[start + len(name) : end if end >= 0 else None], 16):
-                return False
-        except ValueError:
-            return False
-    return True
-
-
-def _set_bits(bitmap: bytes, nfds: int) -> list[int]:
-    """The descriptors below ``nfds`` whose bits are set in a ``select`` set."""
-    fds: list[int] = []
-    # Both supported architectures are little-endian: bit n is byte n//8, bit n%8.
-    for index, byte in enumerate(bitmap):
-        while byte:
-            low = byte & -byte
-            fd = index * 8 + low.bit_length() - 1
-            byte ^= low
-            if fd < nfds:
-                fds.append(fd)
-    return fds
-
-
-def _pty_number(master_fd: int, request: int) -> int | None:
-    try:
-        raw = fcntl.ioctl(master_fd, request, b"\0\0\0\0")
-    except OSError:
-        return None
-    return int(struct.unpack("I", raw)[0])
-
-
-def _parse_syscall(line: str) -> tuple[int, list[int], int] | None:
-    """Parse ``nr arg0..arg5 sp pc`` into the number, the arguments and the stack
-    pointer; None when running, not in a syscall, or malformed."""
-    fields = line.split()
-    if len(fields) < 9 or fields[0] == "running":
-        return None
-    try:
-        number = int(fields[0])
-        args = [int(field, 16) for field in fields[1:7]]
-        stack = int(fields[7], 16)
-    except ValueError:
-        return None
-    if number < 0:
-        return None
-    return number, args, stack
+        return WaitSet(reads=reads, wakes=wakes)

@@ -248,6 +248,7 @@ def _frames(source: BinaryIO) -> Any:
             return
         yield marshal.loads(meta), data
 
+
 def _event_line(seconds: float, code: str, text: str) -> bytes:
     """One asciicast v2 event line."""
     body = json.dumps(text, ensure_ascii=False)
@@ -290,4 +291,3 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
-

@@ -15,9 +15,9 @@ CR-CR-LF end the line instead, and the sanitizer turns them into LF): the termin
 
 The model is one line of cells and a cursor: BS moves the cursor left (never past the
 start of the line), CR moves it to the start, any other character writes the cell under
-the cursor and moves it right, and the line shows every cell written. Each code point is one column: wide
-characters and combining marks are not measured, which only matters to programs that
-backspace over them.
+the cursor and moves it right, and the line shows every cell written. Each code point
+is one column: wide characters and combining marks are not measured, which only matters
+to programs that backspace over them.
 """
 
 from __future__ import annotations
