@@ -74,10 +74,12 @@ async def test_fzf_with_a_height_picks_exactly_what_was_typed(tmp_path: Path) ->
         shown = await _send(
             h, agent, sid, text="seq 1 30 | sed 's/^/item-/' | fzf --height 40% > pick.txt"
         )
-        assert shown["waitReason"] == "stdin_read"
+        # fzf is a Go program: its runtime's own threads wake on short timers, so the
+        # exact tier cannot prove every thread idle (SPEC §28) and silence may decide.
+        assert shown["waitReason"] in ("stdin_read", "inferred_idle")
         assert "item-1" in _shown(shown)
         typed = await _send(h, agent, sid, keys=["1", "5"])
-        assert typed["waitReason"] == "stdin_read"
+        assert typed["waitReason"] in ("stdin_read", "inferred_idle")
         picked = await _send(h, agent, sid, keys=["Enter"])
         assert picked["waitReason"] == "stdin_read" and picked["exitCode"] == 0
         assert (tmp_path / "pick.txt").read_text() == "item-15\n"

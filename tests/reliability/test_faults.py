@@ -279,7 +279,9 @@ async def test_close_racing_an_active_send_and_a_second_close() -> None:
         assert late.text.startswith("error [NO_SESSION]")
 
 
-TICK = "(while :; do echo tick; sleep 0.5; done) & "  # output keeps a send from settling on silence
+# Output keeps a send from settling on silence, and its uneven beat (0.2 s, then 0.7 s)
+# from settling as a periodic redrawer (SPEC §28.3): the send stays in flight.
+TICK = "(while :; do echo tick; sleep 0.2; echo tick; sleep 0.7; done) & "
 
 
 async def test_harness_shutdown_with_work_in_flight_everywhere_leaves_nothing() -> None:
@@ -290,9 +292,13 @@ async def test_harness_shutdown_with_work_in_flight_everywhere_leaves_nothing() 
         'python3 -c "import signal,time; '
         "[signal.signal(s, signal.SIG_IGN) "
         "for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)]; "
-        f"[print('tick', flush=True) or time.sleep(0.5) for _ in iter(int, 1)]\" {stubborn_tag}"
+        "[print('tick', flush=True) or time.sleep(0.2 + 0.5 * (n % 2)) "
+        f"for n in range(10**9)]\" {stubborn_tag}"
     )
-    repl_loop = "exec(\"import time\\nwhile True:\\n print('tick', flush=True); time.sleep(0.5)\")"
+    repl_loop = (
+        "exec(\"import time\\nwhile True:\\n print('tick', flush=True); time.sleep(0.2)"
+        "\\n print('tick', flush=True); time.sleep(0.7)\")"
+    )
     with reaping(stubborn_tag), reaping(job_tag):
         h = Harness(config=full_access())
         await h.start()
