@@ -57,13 +57,21 @@ PS1 = '\\[\\e]133;D;${?#"${PROMPT_COMMAND:=$DSH_PROMPT_COMMAND}"}\\a\\]' + PROMP
 # 128+n, so a confined session tells them apart by whether this came last (SPEC §27.4).
 EXIT_MARKER_PREFIX = b"\x1b]133;E;"
 
-# The EXIT trap is set once per shell, at its first prompt (a nested shell sets its own):
-# a variable the shell does not export says it is set, so a later ``trap ... EXIT`` of
-# the user's own is never replaced.
-PROMPT_COMMAND = (
-    'export PROMPT_COMMAND PS1="$DSH_PS1"; '
+PROMPT_COMMAND = 'export PROMPT_COMMAND PS1="$DSH_PS1"'
+"""What ``PROMPT_COMMAND`` runs at every prompt after the first: as little as possible,
+since bash parses and runs it on every prompt, in the time of every send."""
+
+# The first prompt sets the EXIT trap, then puts the steady PROMPT_COMMAND in its own
+# place. A variable the shell does not export says the trap is set, so a later ``trap
+# ... EXIT`` of the user's own is never replaced, even when this runs again (PS1 restores
+# it from DSH_PROMPT_COMMAND when PROMPT_COMMAND is emptied). A nested or exec'd shell
+# inherits the steady one and sets no trap: its ``exit`` of 129-192, confined, reads as
+# the signal.
+FIRST_PROMPT_COMMAND = (
     '[ -n "${__dsh_exit_trap-}" ] || '
-    '{ __dsh_exit_trap=1; trap \'printf "\\033]133;E;%s\\007" "$?"\' EXIT; }'
+    '{ __dsh_exit_trap=1; trap \'printf "\\033]133;E;%s\\007" "$?"\' EXIT; }; '
+    'PROMPT_COMMAND="export PROMPT_COMMAND PS1=\\"\\$DSH_PS1\\""; '
+    'export PROMPT_COMMAND PS1="$DSH_PS1"'
 )
 
 
@@ -126,7 +134,7 @@ def shell_environment(
         **owner_marker(owner_id),
         "DSH_PTY_SESSION_ID": session_id,
         "DSH_PS1": PS1,
-        "DSH_PROMPT_COMMAND": PROMPT_COMMAND,
+        "DSH_PROMPT_COMMAND": FIRST_PROMPT_COMMAND,
         "PS1": PS1,
-        "PROMPT_COMMAND": PROMPT_COMMAND,
+        "PROMPT_COMMAND": FIRST_PROMPT_COMMAND,
     }

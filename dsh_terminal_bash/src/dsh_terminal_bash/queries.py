@@ -28,7 +28,6 @@ DA2_REPLY = b"\x1b[>1;0;0c"
 # (``CSI > c``, ``CSI > 0 c``).
 _QUERY = re.compile(rb"\x1b\[(\??)6n|\x1b\[0?c|\x1b\[>0?c")
 _OPEN_QUERY = re.compile(rb"\x1b(?:\[[?>]?[06]?)?\Z")
-_LINE_START = re.compile(rb"[\r\n][^\r\n]*\Z")
 _ESCAPE = re.compile(rb"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|.)")
 # How much of the current line is kept to count its column.
 _MAX_LINE = 4096
@@ -51,8 +50,14 @@ class LineQueries:
         chunk), in order; b"" when it asks nothing (one ``find`` for most chunks)."""
         scan = self._carry + data if self._carry else data
         if b"\x1b[" not in scan:
+            # Most chunks: nothing asked. The line's tracking is inlined (two memchr
+            # scans, no regex): this runs on every chunk of every line session.
             self._carry = scan[-1:] if scan.endswith(b"\x1b") else b""
-            self._track_line(data)
+            cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+            if cut >= 0:
+                self._line = data[cut + 1 :]
+            else:
+                self._line = (self._line + data)[-_MAX_LINE:]
             return b""
         replies = bytearray()
         line_from = len(scan) - len(data)  # the carried bytes were counted already
@@ -78,13 +83,11 @@ class LineQueries:
         return bytes(replies)
 
     def _track_line(self, data: bytes) -> None:
-        found = _LINE_START.search(data)
-        if found is not None:
-            self._line = data[found.start() + 1 :]
+        cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if cut >= 0:
+            self._line = data[cut + 1 :]
         else:
-            self._line += data
-        if len(self._line) > _MAX_LINE:
-            self._line = self._line[-_MAX_LINE:]
+            self._line = (self._line + data)[-_MAX_LINE:]
 
     def _column(self) -> int:
         """The 0-based column the current line's text has reached (wrapping at the width;
