@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import psutil
+import pytest
 
 from dsh_terminal_core.kernel.agents import Agent
 from dsh_terminal_core.kernel.harness import Harness
@@ -165,3 +166,17 @@ async def let_callbacks_run(turns: int = 5) -> None:
     """A few loop turns, so callbacks a close or a settlement scheduled have run."""
     for _ in range(turns):
         await asyncio.sleep(0)
+
+
+def needs(*programs: str) -> pytest.MarkDecorator:
+    """Skip unless every program is on PATH (real programs are installed by .ci/run)."""
+    missing = [p for p in programs if shutil.which(p) is None]
+    return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)}")
+
+
+async def call_value(h: Harness, agent: Agent, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    """A tool call that must succeed: its value."""
+    result = await h.call_tool(agent, tool, args)
+    assert not result.is_error, result.text
+    assert isinstance(result.value, dict)
+    return result.value

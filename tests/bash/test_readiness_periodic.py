@@ -12,7 +12,6 @@ driven look by look with stand-in looks, where each condition can be broken alon
 from __future__ import annotations
 
 import asyncio
-import shutil
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,7 +26,9 @@ from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.provider import Foreground
 from dsh_terminal_core.provider.inspector import PollingWait
 
+from ..helpers import call_value as _call
 from ..helpers import full_access
+from ..helpers import needs as _needs
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="exact probe")
 
@@ -36,18 +37,6 @@ BUDGET_MS = 10_000  # for programs that must settle: well under it, never the de
 BUSY_BUDGET_MS = 1_200  # a busy poller's send: eight of its periods, the rule needs two
 NOT_PROOF = {"timeout", "inferred_idle"}
 ROUNDS = 20
-
-
-def _needs(*programs: str) -> pytest.MarkDecorator:
-    missing = [p for p in programs if shutil.which(p) is None]
-    return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)}")
-
-
-async def _call(h: Harness, agent: Agent, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await h.call_tool(agent, tool, args)
-    assert not result.is_error, result.text
-    assert isinstance(result.value, dict)
-    return result.value
 
 
 async def _send(h: Harness, agent: Agent, sid: str, **args: Any) -> tuple[dict[str, Any], float]:

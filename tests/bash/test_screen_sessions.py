@@ -6,28 +6,15 @@ so every wait reason here comes from the exact stdin-wait tier, as it does for a
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from dsh_terminal_core.kernel.agents import Agent
 from dsh_terminal_core.kernel.harness import Harness
 
+from ..helpers import call_value as _call
 from ..helpers import full_access
-
-
-def _needs(*programs: str) -> pytest.MarkDecorator:
-    missing = [p for p in programs if shutil.which(p) is None]
-    return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)}")
-
-
-async def _call(h: Harness, agent: Agent, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-    result = await h.call_tool(agent, tool, args)
-    assert not result.is_error, result.text
-    assert isinstance(result.value, dict)
-    return result.value
+from ..helpers import needs as _needs
 
 
 async def _open_screen(h: Harness, agent: Agent, **extra: Any) -> str:

@@ -50,14 +50,8 @@ class LineQueries:
         chunk), in order; b"" when it asks nothing (one ``find`` for most chunks)."""
         scan = self._carry + data if self._carry else data
         if b"\x1b[" not in scan:
-            # Most chunks: nothing asked. The line's tracking is inlined (two memchr
-            # scans, no regex): this runs on every chunk of every line session.
             self._carry = scan[-1:] if scan.endswith(b"\x1b") else b""
-            cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
-            if cut >= 0:
-                self._line = data[cut + 1 :]
-            else:
-                self._line = (self._line + data)[-_MAX_LINE:]
+            self._track_line(data)
             return b""
         replies = bytearray()
         line_from = len(scan) - len(data)  # the carried bytes were counted already
@@ -83,6 +77,8 @@ class LineQueries:
         return bytes(replies)
 
     def _track_line(self, data: bytes) -> None:
+        """Keep the output since the last CR or LF: two memchr scans, since this runs on
+        every chunk of every line session."""
         cut = max(data.rfind(b"\n"), data.rfind(b"\r"))
         if cut >= 0:
             self._line = data[cut + 1 :]

@@ -501,17 +501,10 @@ class _Look:
         before = self.runs(tid)
         if before is None:
             return None
-        line = self._task_file(tid, "syscall")
-        if line is None:
+        found = self._syscall(tid)
+        if found is None:
             return None
-        parsed = parts.parse_syscall(line.decode("ascii", "replace"))
-        if parsed is None:
-            return None
-        number, args, stack = parsed
-        # A stack above 4 GiB is a 64-bit process's (a compat task's registers are 32
-        # bits wide), which spares the executable check in nearly every look.
-        if stack <= 0xFFFFFFFF and not self._is_64bit(self._files.pid):
-            return None
+        number, args = found
         call = self._table.waits.get(number)
         if call is None:
             return None
@@ -586,13 +579,9 @@ class _Look:
             return None
         return b"".join(stamp for stamp in stamps if stamp is not None)
 
-    def _thread_wait(self, tid: str) -> int | None:
-        """How thread ``tid`` waits: 0 in a proof wait on the terminal, the timeout (ns,
-        positive) of a wait on the terminal that fails only by its short timeout, -1
-        asleep elsewhere with nothing coming; None when it is not provably asleep so."""
-        status = read_bytes(f"{self._proc}/{self._files.pid}/task/{tid}/status")
-        if status is None or not parts.asleep_unsignalled(status):
-            return None
+    def _syscall(self, tid: str) -> tuple[int, list[int]] | None:
+        """The call thread ``tid`` is blocked in and its arguments, read from its
+        ``syscall`` line; None when it runs, is not in a call, or is a 32-bit task."""
         line = self._task_file(tid, "syscall")
         if line is None:
             return None
@@ -600,8 +589,23 @@ class _Look:
         if parsed is None:
             return None
         number, args, stack = parsed
+        # A stack above 4 GiB is a 64-bit process's (a compat task's registers are 32
+        # bits wide), which spares the executable check in nearly every look.
         if stack <= 0xFFFFFFFF and not self._is_64bit(self._files.pid):
             return None
+        return number, args
+
+    def _thread_wait(self, tid: str) -> int | None:
+        """How thread ``tid`` waits: 0 in a proof wait on the terminal, the timeout (ns,
+        positive) of a wait on the terminal that fails only by its short timeout, -1
+        asleep elsewhere with nothing coming; None when it is not provably asleep so."""
+        status = read_bytes(f"{self._proc}/{self._files.pid}/task/{tid}/status")
+        if status is None or not parts.asleep_unsignalled(status):
+            return None
+        found = self._syscall(tid)
+        if found is None:
+            return None
+        number, args = found
         if number == self._table.futex:
             return -1 if self._futex_waits_long(args) else None
         signal_wait = self._table.signal_waits.get(number)
