@@ -67,13 +67,11 @@ _ESC = b"\x1b"
 _CR = b"\r"
 # A CR that is not the first half of a CRLF.
 _LONE_CR = re.compile(rb"\r[^\n]")
-# A run of CRs and the LF that may end it: CRLF and CR-CR-LF end a line; a run without
-# one returns to the line's start, and stays in the text as one CR.
-_CR_RUN = re.compile(rb"\r+(\n?)")
-
-
-def _return_or_newline(run: re.Match[bytes]) -> bytes:
-    return b"\n" if run.group(1) else _CR
+# CRLF and CR-CR-LF end a line; any other run of CRs returns to the line's start and
+# stays in the text as one CR. Two substitutions, both in C (no callback per run: a
+# progress bar sends one per frame).
+_CRS_LF = re.compile(rb"\r+\n")
+_CRS = re.compile(rb"\r\r+")
 
 
 # Controls that carry no text: C0 except BS, TAB, LF, CR and ESC (ESC starts a sequence),
@@ -344,7 +342,7 @@ class Sanitizer:
             self._pending_cr = True
             data = data.rstrip(_CR)
         if _CR in data:
-            data = _CR_RUN.sub(_return_or_newline, data)
+            data = _CRS.sub(_CR, _CRS_LF.sub(b"\n", data))
         return self._decoder.decode(data)
 
     def _note_text(self, text: str) -> None:
