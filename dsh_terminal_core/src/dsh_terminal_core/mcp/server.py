@@ -63,6 +63,7 @@ from .human_ask import ask_human_by_url, no_human_asks
 from .profiles import offered_tools, profile_of, with_profile
 from .secret_page import PAGE_VALID_S, SecretPages, ask_by_url
 from .stdio import StdioWire
+from .tasks import McpTask, Tasks, declares_tasks
 from .wake import Listens, attach, install
 
 if TYPE_CHECKING:
@@ -279,6 +280,7 @@ def _build_server(
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     asks = PendingAsks(pages)
+    tasks = Tasks(pages, lambda ctx: agent_of(ctx).id)
     offered = offered_tools(harness, profile)
 
     async def list_tools(
@@ -299,7 +301,7 @@ def _build_server(
 
     async def call_tool(
         ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult | types.InputRequiredResult:
+    ) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
         # Cancellation by the client arrives as task cancellation, which the tools
         # already honour (a send in flight is interrupted and its reservation released):
         # a notifications/cancelled on either revision over stdio and on 2025-11-25 over
@@ -330,6 +332,20 @@ def _build_server(
                 ask_human=ask_human,
                 identity=identity,
             )
+        elif declares_tasks(ctx):
+            # A client of the tasks extension: a long call or a person's ask is a task.
+            async def run_as_task(task: McpTask) -> types.CallToolResult:
+                result = await harness.call_tool(
+                    agent,
+                    params.name,
+                    args,
+                    ask_secret=tasks.ask_secret(task),
+                    ask_human=tasks.ask_human(task),
+                    identity=identity,
+                )
+                return to_call_result(result.text, result.value, result.is_error, _notices(agent))
+
+            return await tasks.call(ctx, run_as_task)  # type: ignore[no-any-return]
         else:
             round_ = AskRound(ctx, asks, agent, params)
             try:
@@ -363,6 +379,7 @@ def _build_server(
             layer for layer in server.middleware if not isinstance(layer, OpenTelemetryMiddleware)
         ]
     install(server, agent_of, listens)
+    tasks.install(server)
     server.middleware.append(
         request_state_boundary(pages.valid_s, lambda ctx: agent_of(ctx).id, SERVER_NAME)
     )
