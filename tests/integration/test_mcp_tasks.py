@@ -1,0 +1,269 @@
+"""MCP tasks on 2026-07-28 (SEP-2663, SPEC §30.2) with the MCP SDK's own client.
+
+The client declares ``io.modelcontextprotocol/tasks`` through the SDK's extension API
+(:class:`mcp.client.extension.ClientExtension`) and claims ``resultType: "task"``
+results: its resolver polls ``tasks/get``, hands each ``input_required`` ask to the
+person (the test's elicitation handler) and answers with ``tasks/update``, exactly the
+client half FastMCP's ``fastmcp-tasks`` ships (which pins an older FastMCP than this
+project's, so it cannot be installed beside it). The server is the real CLI over HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+import mcp_types as types
+from mcp import Client
+from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from pydantic import ConfigDict, Field
+
+from dsh_terminal_core.mcp.tasks import TASKS_EXTENSION
+
+from ..human.support import request
+from ..secrets.support import digest
+from ..secrets.test_secret_mcp import SECRET, submit
+from .mcp_clients import MODERN
+from .test_mcp_http import TOKEN_A, http_server
+
+BOUND_S = 120
+PROMPT = "read -r -s -p 'Vault password: ' pw"
+Person = Callable[[types.ElicitRequestURLParams], Awaitable[types.ElicitResult]]
+
+
+class CreatedTask(types.Result):
+    """The claimed ``tools/call`` result: a task's fields at top level."""
+
+    model_config = ConfigDict(populate_by_name=True, extra="allow")
+    result_type: Literal["task"] = Field(alias="resultType")
+    task_id: str = Field(alias="taskId")
+    status: str
+
+
+class TaskParams(types.RequestParams):
+    task_id: str = Field(serialization_alias="taskId")
+
+
+class UpdateParams(TaskParams):
+    input_responses: dict[str, Any] = Field(serialization_alias="inputResponses")
+
+
+class TaskRequest(types.Request[TaskParams, str]):
+    method: str
+    params: TaskParams
+
+
+class UpdateRequest(types.Request[UpdateParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: UpdateParams
+
+
+class TaskState(types.Result):
+    model_config = ConfigDict(extra="allow")
+
+
+class Tasks(ClientExtension):
+    """The client half of the tasks extension, on the SDK's extension API."""
+
+    identifier = TASKS_EXTENSION
+
+    def __init__(self, person: Person | None = None) -> None:
+        self.person = person
+        self.created: list[str] = []
+        self.statuses: list[str] = []
+        self.asks: list[dict[str, Any]] = []
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=CreatedTask, resolve=self._resolve)]
+
+    async def _resolve(self, created: CreatedTask, ctx: ClaimContext) -> types.CallToolResult:
+        self.created.append(created.task_id)
+        while True:
+            state = await get(ctx.session, created.task_id)
+            status = state["status"]
+            if not self.statuses or self.statuses[-1] != status:
+                self.statuses.append(status)
+            if status == "completed":
+                return types.CallToolResult.model_validate(state["result"])
+            if status in ("failed", "cancelled"):
+                raise RuntimeError(f"task {status}: {state}")
+            if status == "input_required":
+                answers = {}
+                for key, ask in state["inputRequests"].items():
+                    self.asks.append(ask)
+                    params = types.ElicitRequestURLParams.model_validate(ask["params"])
+                    assert self.person is not None
+                    answer = await self.person(params)
+                    answers[key] = answer.model_dump(by_alias=True, exclude_none=True)
+                await ctx.session.send_request(
+                    UpdateRequest(params=UpdateParams(task_id=created.task_id,
+                                                      input_responses=answers)),
+                    types.Result,
+                )
+            await anyio.sleep(0.05)
+
+
+async def get(session: Any, task_id: str) -> dict[str, Any]:
+    state = await session.send_request(
+        TaskRequest(method="tasks/get", params=TaskParams(task_id=task_id)), TaskState
+    )
+    return state.model_dump(by_alias=True)
+
+
+async def cancel(session: Any, task_id: str) -> None:
+    await session.send_request(
+        TaskRequest(method="tasks/cancel", params=TaskParams(task_id=task_id)), types.Result
+    )
+
+
+@contextlib.asynccontextmanager
+async def tasks_client(url: str, extension: ClientExtension | None) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {TOKEN_A}"}
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(
+            streamable_http_client(url, http_client=http),
+            mode=MODERN,
+            extensions=[extension] if extension is not None else [],
+        ) as client,
+    ):
+        yield client
+
+
+async def _open(client: Client) -> str:
+    opened = await client.call_tool("terminal_open", {"type": "shell"})
+    assert opened.structured_content is not None
+    return str(opened.structured_content["sessionId"])
+
+
+async def test_ask_human_completes_through_a_task(tmp_path: Path) -> None:
+    helped: list[asyncio.Task[None]] = []
+
+    async def help_out(url: str) -> None:
+        assert (await request("POST", url + "/control", {"action": "take"})).status == 200
+        await request("POST", url + "/keys", {"data": "echo from-person\r"})
+        await request("POST", url + "/control", {"action": "hand_back"})
+
+    async def person(params: types.ElicitRequestURLParams) -> types.ElicitResult:
+        assert "take over terminal session" in params.message
+        helped.append(asyncio.ensure_future(help_out(params.url)))
+        return types.ElicitResult(action="accept")
+
+    extension = Tasks(person)
+    with anyio.fail_after(BOUND_S):
+        async with http_server(tmp_path) as server, tasks_client(server.url, extension) as client:
+            assert client.session.protocol_version == MODERN
+            sid = await _open(client)
+            asked = await client.call_tool(
+                "terminal_ask_human", {"sessionId": sid, "reason": "log in to the VPN"}
+            )
+            assert asked.structured_content is not None, asked
+            assert asked.structured_content["outcome"] == "handed_back", asked
+            await helped[0]
+            read = await client.call_tool(
+                "terminal_read",
+                {"sessionId": sid, "offset": asked.structured_content["human"]["lineBegin"]},
+            )
+            assert "from-person" in str(read.structured_content)
+    assert len(extension.created) == 1  # the ask ran as a task ...
+    assert "input_required" in extension.statuses  # ... that waited for the person
+    assert extension.asks[0]["params"]["mode"] == "url"
+
+
+async def test_a_secret_ask_completes_through_a_task(tmp_path: Path) -> None:
+    async def person(params: types.ElicitRequestURLParams) -> types.ElicitResult:
+        assert "Vault password:" in params.message and "/secret/" in params.url
+        sent = await submit(params.url, SECRET)
+        assert sent.status_code == 200, sent.text
+        return types.ElicitResult(action="accept")
+
+    extension = Tasks(person)
+    seen: list[str] = []
+    with anyio.fail_after(BOUND_S):
+        async with http_server(tmp_path) as server, tasks_client(server.url, extension) as client:
+            sid = await _open(client)
+            waiting = await client.call_tool("terminal_send", {"sessionId": sid, "text": PROMPT})
+            assert waiting.structured_content is not None
+            assert waiting.structured_content["inputHidden"] is True
+            typed = await client.call_tool(
+                "terminal_send", {"sessionId": sid, "secret": {"ask": "unlock the vault"}}
+            )
+            seen.append(repr(typed))
+            assert not typed.is_error, typed
+            shown = await client.call_tool(
+                "terminal_send", {"sessionId": sid, "text": 'printf %s "$pw" | sha256sum'}
+            )
+            seen.append(repr(shown))
+            assert digest(SECRET) in str(shown.structured_content)
+        seen.append(server.log)
+    assert len(extension.created) == 1 and "input_required" in extension.statuses
+    assert all(SECRET not in text for text in seen) and SECRET not in repr(extension.asks)
+
+
+async def test_a_cancelled_task_is_a_ctrl_c_and_the_session_takes_the_next_send(
+    tmp_path: Path,
+) -> None:
+    """A long send becomes a task; ``tasks/cancel`` interrupts it (measured, not asserted)."""
+    with anyio.fail_after(BOUND_S):
+        async with http_server(tmp_path) as server, tasks_client(server.url, Tasks()) as client:
+            session = client.session
+            sid = await _open(client)
+            created = await session.send_request(
+                types.CallToolRequest(
+                    params=types.CallToolRequestParams(
+                        name="terminal_send",
+                        arguments={"sessionId": sid, "text": "sleep 30; echo SLEPT",
+                                   "timeoutMs": 60000},
+                    )
+                ),
+                CreatedTask,
+            )
+            assert created.status == "working"
+            started = time.perf_counter()
+            await cancel(session, created.task_id)
+            cancel_ms = (time.perf_counter() - started) * 1000
+            state = await get(session, created.task_id)
+            assert state["status"] == "cancelled", state
+            started = time.perf_counter()
+            after = await client.call_tool("terminal_send", {"sessionId": sid, "text": "echo after"})
+            next_ms = (time.perf_counter() - started) * 1000
+            assert not after.is_error, after
+            assert after.structured_content is not None
+            assert after.structured_content.get("exitCode") == 0, after
+            assert "after" in after.structured_content["viewport"], after
+            assert "SLEPT" not in str(after.structured_content)
+            print(f"\ntasks/cancel answered in {cancel_ms:.1f} ms; next send {next_ms:.1f} ms")
+            del server
+
+
+async def test_without_the_extension_calls_stay_synchronous_and_tasks_are_refused(
+    tmp_path: Path,
+) -> None:
+    with anyio.fail_after(BOUND_S):
+        async with http_server(tmp_path) as server, tasks_client(server.url, None) as client:
+            sid = await _open(client)
+            slow = await client.call_tool(
+                "terminal_send", {"sessionId": sid, "text": "sleep 1; echo DONE"}
+            )
+            assert slow.structured_content is not None and "DONE" in slow.structured_content["viewport"]
+            with pytest.raises(MCPError) as refused:
+                await get(client.session, "no-such-task")
+            assert refused.value.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
+            ask = await client.call_tool(
+                "terminal_ask_human", {"sessionId": sid, "reason": "nobody"}
+            )
+            assert ask.structured_content is not None
+            assert ask.structured_content["outcome"] == "unavailable"  # as before: no tasks
+            del server
