@@ -24,7 +24,7 @@ pytest.importorskip("mcp")
 
 import mcp_types as types
 from mcp import Client
-from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
+from mcp.client.extension import ClaimContext, ClientExtension, NotificationBinding, ResultClaim
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
@@ -74,6 +74,12 @@ class TaskState(types.Result):
     model_config = ConfigDict(extra="allow")
 
 
+class TaskNote(types.NotificationParams):
+    model_config = ConfigDict(extra="allow")
+    task_id: str = Field(alias="taskId")
+    status: str
+
+
 class Tasks(ClientExtension):
     """The client half of the tasks extension, on the SDK's extension API."""
 
@@ -84,6 +90,14 @@ class Tasks(ClientExtension):
         self.created: list[str] = []
         self.statuses: list[str] = []
         self.asks: list[dict[str, Any]] = []
+        self.noted: list[str] = []  # statuses announced by notifications/tasks
+
+    def notifications(self) -> list[NotificationBinding[Any]]:
+        return [NotificationBinding(method="notifications/tasks", params_type=TaskNote,
+                                    handler=self._note)]
+
+    async def _note(self, params: TaskNote) -> None:
+        self.noted.append(params.status)
 
     def claims(self) -> list[ResultClaim[Any]]:
         return [ResultClaim(result_type="task", model=CreatedTask, resolve=self._resolve)]
@@ -166,9 +180,12 @@ async def test_ask_human_completes_through_a_task(tmp_path: Path) -> None:
         async with http_server(tmp_path) as server, tasks_client(server.url, extension) as client:
             assert client.session.protocol_version == MODERN
             sid = await _open(client)
-            asked = await client.call_tool(
-                "terminal_ask_human", {"sessionId": sid, "reason": "log in to the VPN"}
-            )
+            async with client.listen(tools_list_changed=True):
+                asked = await client.call_tool(
+                    "terminal_ask_human", {"sessionId": sid, "reason": "log in to the VPN"}
+                )
+                while "completed" not in extension.noted:  # announced on the listen stream
+                    await anyio.sleep(0.02)
             assert asked.structured_content is not None, asked
             assert asked.structured_content["outcome"] == "handed_back", asked
             await helped[0]
@@ -180,6 +197,7 @@ async def test_ask_human_completes_through_a_task(tmp_path: Path) -> None:
     assert len(extension.created) == 1  # the ask ran as a task ...
     assert "input_required" in extension.statuses  # ... that waited for the person
     assert extension.asks[0]["params"]["mode"] == "url"
+    assert extension.noted[0] == "input_required" and "working" in extension.noted
 
 
 async def test_a_secret_ask_completes_through_a_task(tmp_path: Path) -> None:

@@ -380,6 +380,7 @@ def _build_server(
         ]
     install(server, agent_of, listens)
     tasks.install(server)
+    tasks.announce = listens.tell_task
     server.middleware.append(
         request_state_boundary(pages.valid_s, lambda ctx: agent_of(ctx).id, SERVER_NAME)
     )

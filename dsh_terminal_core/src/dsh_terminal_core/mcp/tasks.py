@@ -207,6 +207,7 @@ class Tasks:
                 raise MCPError(-32603, str(task.status_message))
             return task.runner.result()
         self._tasks[task.id] = task  # durable before the client learns its id
+        self.announce(task.owner, task.fields())  # its status so far, now that it is one
         return {"resultType": "task", **task.fields()}
 
     async def _run(self, task: McpTask, run: ToolCall) -> Any:

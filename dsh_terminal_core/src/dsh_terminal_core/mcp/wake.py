@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import warnings
 from collections.abc import Callable
@@ -182,14 +183,30 @@ def attach(ctx: ServerRequestContext[Any], agent: Agent) -> ClientWake | None:
     return client
 
 
-class _ListenStream:
-    """The notices of one agent, queued for one ``subscriptions/listen`` stream."""
+_TASK: Final = "dsh.task"
+"""Marks a queued item as a task's new status (``notifications/tasks``), not a notice."""
 
-    def __init__(self, agent: Agent) -> None:
+
+class _ListenStream:
+    """The notices of one agent, queued for one ``subscriptions/listen`` stream.
+
+    A stream opened by a request that declares the tasks extension also carries the
+    status changes of the agent's tasks (:meth:`Listens.tell_task`).
+    """
+
+    def __init__(self, agent: Agent, tasks: bool = False) -> None:
         self._loop = asyncio.get_running_loop()
         self.queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue(QUEUE_BOUND)
         self._agent = agent
+        self.tasks = tasks
         self._unsubscribe = agent.on_notice(self._offer)
+
+    @property
+    def agent_id(self) -> str:
+        return self._agent.id
+
+    def tell_task(self, fields: dict[str, Any]) -> None:
+        _on_loop(self._loop, self._put, {_TASK: fields})
 
     def _offer(self, notice: Notice) -> None:
         data = notification_data(notice)
@@ -226,6 +243,12 @@ class Listens:
     def __len__(self) -> int:
         return len(self._streams)
 
+    def tell_task(self, agent_id: str, fields: dict[str, Any]) -> None:
+        """Announce a task's new status on ``agent_id``'s streams that asked for tasks."""
+        for stream in list(self._streams):
+            if stream.tasks and stream.agent_id == agent_id:
+                stream.tell_task(fields)
+
     async def serve(
         self,
         ctx: ServerRequestContext[Any],
@@ -249,7 +272,7 @@ class Listens:
             resources_list_changed=True if wanted.resources_list_changed else None,
             resource_subscriptions=list(wanted.resource_subscriptions or ()) or None,
         )
-        stream = _ListenStream(agent)
+        stream = _ListenStream(agent, tasks=_declares_tasks(ctx))
         if LEVEL not in allowed_log_levels(ctx.protocol_version, ctx.meta):
             stream.close()  # not opted in: the revision forbids sending any
         self._streams.add(stream)
@@ -263,6 +286,11 @@ class Listens:
                 related_request_id=subscription_id,
             )
             while (data := await stream.queue.get()) is not None:
+                if _TASK in data:
+                    await ctx.session.send_notification(
+                        _task_notification(data[_TASK], meta), related_request_id=subscription_id
+                    )
+                    continue
                 await ctx.session.send_notification(
                     types.LoggingMessageNotification(
                         params=types.LoggingMessageNotificationParams(
@@ -275,6 +303,36 @@ class Listens:
             stream.close()
             self._streams.discard(stream)
         return types.SubscriptionsListenResult(_meta=meta)
+
+
+def _declares_tasks(ctx: ServerRequestContext[Any]) -> bool:
+    from .tasks import declares_tasks
+
+    return declares_tasks(ctx)
+
+
+def _task_notification(fields: dict[str, Any], meta: dict[str, Any]) -> Any:
+    """``notifications/tasks`` with a task's fields (SEP-2663), tagged with the stream."""
+    notification, params = _task_notification_types()
+    return notification(params=params.model_validate({**fields, "_meta": meta}))
+
+
+@functools.cache
+def _task_notification_types() -> tuple[Any, Any]:
+    """The SDK has no model for the extension's notification: one made once, here."""
+    from typing import Literal
+
+    import mcp_types as types
+    from pydantic import ConfigDict
+
+    class TaskStatusParams(types.NotificationParams):
+        model_config = ConfigDict(extra="allow")
+
+    class TaskStatus(types.Notification[TaskStatusParams, Literal["notifications/tasks"]]):
+        method: Literal["notifications/tasks"] = "notifications/tasks"
+        params: TaskStatusParams
+
+    return TaskStatus, TaskStatusParams
 
 
 def install(server: Server[Any], agent_of: AgentOf, listens: Listens) -> None:
