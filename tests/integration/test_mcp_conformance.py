@@ -1,4 +1,4 @@
-"""The MCP maintainers' referee, ``@modelcontextprotocol/conformance``, on both revisions (SPEC §30.3).
+"""The MCP maintainers' referee, ``@modelcontextprotocol/conformance``, both revisions (§30.3).
 
 The suite runs every scenario a revision requires against ``dsh-terminal mcp --http``
 with the test-only fixture plugin installed. Every check must pass except those listed
@@ -83,9 +83,16 @@ EXPECTED_FAILURES: dict[str, dict[str, str]] = {
         "caching/sep-2549-resources-templates-list-caching-hints": _RESOURCES,
         "sep-2164-resource-not-found/sep-2164-error-code": _RESOURCES,
         "sep-2164-resource-not-found/sep-2164-data-uri": _RESOURCES,
-        **{f"http-custom-header-server-validation/sep-2243-server-{check}": _HEADERS
-           for check in ("no-xmcp-tool", "decode-base64", "validate-param-match",
-                         "reject-invalid-param-chars", "reject-param-mismatch")},
+        **{
+            f"http-custom-header-server-validation/sep-2243-server-{check}": _HEADERS
+            for check in (
+                "no-xmcp-tool",
+                "decode-base64",
+                "validate-param-match",
+                "reject-invalid-param-chars",
+                "reject-param-mismatch",
+            )
+        },
         "input-required-result-basic-elicitation/sep-2322-elicitation-incomplete": _FORM,
         "input-required-result-basic-list-roots/sep-2322-list-roots-incomplete": _ROOTS,
         "input-required-result-basic-sampling/sep-2322-sampling-incomplete": _SAMPLING,
@@ -125,15 +132,22 @@ def test_conformance_suite_passes_all_but_the_listed_checks(
     server_url: str, revision: str, tmp_path: Path
 ) -> None:
     run = conformance.run_suite(server_url, revision, tmp_path)
-    print(f"\nconformance {conformance.VERSION} --requirements {revision}: "
-          f"{run.passed} of {run.total} checks pass")
+    print(
+        f"\nconformance {conformance.VERSION} --requirements {revision}: "
+        f"{run.passed} of {run.total} checks pass"
+    )
     assert run.checks, f"the suite reported no checks:\n{run.output[-3000:]}"
     expected = EXPECTED_FAILURES[revision]
-    failing = {key: status for key, status in run.checks.items()
-               if status in conformance.NOT_PASSING}
-    unexpected = {key: f"{status}: {conformance.detail(tmp_path, key)}"
-                  for key, status in failing.items() if key not in expected}
+    failing = {
+        key: status for key, status in run.checks.items() if status in conformance.NOT_PASSING
+    }
+    unexpected = {
+        key: f"{status}: {conformance.detail(tmp_path, key)}"
+        for key, status in failing.items()
+        if key not in expected
+    }
     assert not unexpected, "checks that fail but are not listed:\n" + "\n".join(
-        f"  {key}: {why}" for key, why in sorted(unexpected.items()))
+        f"  {key}: {why}" for key, why in sorted(unexpected.items())
+    )
     stale = [key for key in expected if run.checks.get(key) not in conformance.NOT_PASSING]
     assert not stale, f"listed as failing but {[(k, run.checks.get(k)) for k in stale]}"

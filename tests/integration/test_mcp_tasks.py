@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import os
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -93,8 +96,11 @@ class Tasks(ClientExtension):
         self.noted: list[str] = []  # statuses announced by notifications/tasks
 
     def notifications(self) -> list[NotificationBinding[Any]]:
-        return [NotificationBinding(method="notifications/tasks", params_type=TaskNote,
-                                    handler=self._note)]
+        return [
+            NotificationBinding(
+                method="notifications/tasks", params_type=TaskNote, handler=self._note
+            )
+        ]
 
     async def _note(self, params: TaskNote) -> None:
         self.noted.append(params.status)
@@ -122,8 +128,9 @@ class Tasks(ClientExtension):
                     answer = await self.person(params)
                     answers[key] = answer.model_dump(by_alias=True, exclude_none=True)
                 await ctx.session.send_request(
-                    UpdateRequest(params=UpdateParams(task_id=created.task_id,
-                                                      input_responses=answers)),
+                    UpdateRequest(
+                        params=UpdateParams(task_id=created.task_id, input_responses=answers)
+                    ),
                     types.Result,
                 )
             await anyio.sleep(0.05)
@@ -242,8 +249,11 @@ async def test_a_cancelled_task_is_a_ctrl_c_and_the_session_takes_the_next_send(
                 types.CallToolRequest(
                     params=types.CallToolRequestParams(
                         name="terminal_send",
-                        arguments={"sessionId": sid, "text": "sleep 30; echo SLEPT",
-                                   "timeoutMs": 60000},
+                        arguments={
+                            "sessionId": sid,
+                            "text": "sleep 30; echo SLEPT",
+                            "timeoutMs": 60000,
+                        },
                     )
                 ),
                 CreatedTask,
@@ -255,7 +265,9 @@ async def test_a_cancelled_task_is_a_ctrl_c_and_the_session_takes_the_next_send(
             state = await get(session, created.task_id)
             assert state["status"] == "cancelled", state
             started = time.perf_counter()
-            after = await client.call_tool("terminal_send", {"sessionId": sid, "text": "echo after"})
+            after = await client.call_tool(
+                "terminal_send", {"sessionId": sid, "text": "echo after"}
+            )
             next_ms = (time.perf_counter() - started) * 1000
             assert not after.is_error, after
             assert after.structured_content is not None
@@ -275,7 +287,10 @@ async def test_without_the_extension_calls_stay_synchronous_and_tasks_are_refuse
             slow = await client.call_tool(
                 "terminal_send", {"sessionId": sid, "text": "sleep 1; echo DONE"}
             )
-            assert slow.structured_content is not None and "DONE" in slow.structured_content["viewport"]
+            assert (
+                slow.structured_content is not None
+                and "DONE" in slow.structured_content["viewport"]
+            )
             with pytest.raises(MCPError) as refused:
                 await get(client.session, "no-such-task")
             assert refused.value.code == types.MISSING_REQUIRED_CLIENT_CAPABILITY
@@ -285,3 +300,37 @@ async def test_without_the_extension_calls_stay_synchronous_and_tasks_are_refuse
             assert ask.structured_content is not None
             assert ask.structured_content["outcome"] == "unavailable"  # as before: no tasks
             del server
+
+
+FASTMCP_TASKS = Path(__file__).parents[2] / ".fastmcp-tasks"
+DRIVER = Path(__file__).with_name("fastmcp_tasks_driver.py")
+
+
+@pytest.mark.skipif(
+    not (FASTMCP_TASKS / "fastmcp_tasks").is_dir(),
+    reason=f"fastmcp-tasks is not installed in {FASTMCP_TASKS} (./scripts/install.sh --test)",
+)
+async def test_fastmcp_tasks_client_asks_the_person_and_types_the_secret(tmp_path: Path) -> None:
+    """FastMCP's own tasks client (``fastmcp-tasks``), in a process of its own."""
+    env = {**os.environ, "DSH_TEST_SECRET": SECRET}
+    with anyio.fail_after(BOUND_S):
+        async with http_server(tmp_path) as server:
+            done = await anyio.run_process(
+                [sys.executable, str(DRIVER), server.url, TOKEN_A, str(FASTMCP_TASKS)],
+                env=env,
+                check=False,
+            )
+            log = server.log
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    out = json.loads(done.stdout)
+    assert out["protocol"] == MODERN and out["fastmcp_tasks"] == "4.1.4"
+    assert out["ask_human"]["outcome"] == "handed_back", out
+    assert out["waiting"]["inputHidden"] is True
+    assert out["typed"]["waitReason"] == "stdin_read", out["typed"]
+    assert digest(SECRET) in out["shown"]["viewport"]
+    assert "SLOW-DONE" in out["slow"]["viewport"]  # a 2 s send, resolved through its task
+    assert [ask["mode"] for ask in out["asked"]] == ["url", "url"]
+    methods = out["methods"]
+    assert methods.count("tools/call") == 6 and "tasks/update" in methods, methods
+    assert methods.count("tasks/get") >= 3, methods  # ask, secret and the slow send polled
+    assert SECRET not in json.dumps(out) and SECRET not in log

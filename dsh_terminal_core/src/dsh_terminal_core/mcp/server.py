@@ -42,7 +42,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..kernel.agents import Agent, Notice
 from ..kernel.configfile import (
@@ -368,7 +368,9 @@ def _build_server(
         version=_version(),
         instructions=harness.system_prompt() or None,
         on_list_tools=list_tools,
-        on_call_tool=call_tool,
+        # The SDK sends whatever model or dict a handler returns; a CreateTaskResult (the
+        # tasks extension) has no SDK model, so it travels as a dict the signature omits.
+        on_call_tool=cast(Any, call_tool),
     )
     if not _tracing_configured():
         # The SDK wraps every message in an OpenTelemetry span. With no tracer provider

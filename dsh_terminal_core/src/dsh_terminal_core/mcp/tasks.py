@@ -86,8 +86,10 @@ def declares_tasks(ctx: ServerRequestContext[Any]) -> bool:
 
 
 def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace(
-        "+00:00", "Z"
+    return (
+        datetime.datetime.now(datetime.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z")
     )
 
 
@@ -192,8 +194,9 @@ class Tasks:
         task.runner = asyncio.get_running_loop().create_task(self._run(task, run))
         person = asyncio.ensure_future(task.needs_person.wait())
         try:
-            await asyncio.wait({task.runner, person}, timeout=TASK_AFTER_S,
-                               return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                {task.runner, person}, timeout=TASK_AFTER_S, return_when=asyncio.FIRST_COMPLETED
+            )
         except asyncio.CancelledError:
             # The client went away before the call became a task: cancel it as any call.
             task.runner.cancel()
