@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import psutil
 import pytest
 
 pytest.importorskip("mcp")
@@ -334,3 +336,34 @@ async def test_fastmcp_tasks_client_asks_the_person_and_types_the_secret(tmp_pat
     assert methods.count("tools/call") == 6 and "tasks/update" in methods, methods
     assert methods.count("tasks/get") >= 3, methods  # ask, secret and the slow send polled
     assert SECRET not in json.dumps(out) and SECRET not in log
+
+
+def _sleepers(marker: str) -> list[int]:
+    return [
+        proc.pid
+        for proc in psutil.process_iter(["cmdline"])
+        if proc.info["cmdline"] and marker in " ".join(proc.info["cmdline"])
+    ]
+
+
+async def test_a_task_running_at_shutdown_is_interrupted_and_its_process_gone(
+    tmp_path: Path,
+) -> None:
+    marker = "sleep 313.25"
+    with anyio.fail_after(BOUND_S):
+        async with http_server(tmp_path) as server:
+            async with tasks_client(server.url, Tasks()) as client:
+                sid = await _open(client)
+                created = await client.session.send_request(
+                    types.CallToolRequest(
+                        params=types.CallToolRequestParams(
+                            name="terminal_send",
+                            arguments={"sessionId": sid, "text": marker, "timeoutMs": 600000},
+                        )
+                    ),
+                    CreatedTask,
+                )
+                assert created.status == "working" and _sleepers(marker)
+            server.process.send_signal(signal.SIGTERM)
+            assert await server.process.wait() == 0, server.log
+    assert _sleepers(marker) == []

@@ -61,6 +61,7 @@ from .server import (
     sandbox_warning,
     secret_pages,
 )
+from .tasks import Tasks
 from .tokens import ENV_TOKENS, TokenTable, bearer_token, load_tokens
 from .wake import Listens
 
@@ -272,7 +273,10 @@ async def _serve(
         pages = secret_pages(harness)
         listens = Listens()
         identity_of = _identity_of if options.tokens is not None else (lambda _ctx: None)
-        server = _build_server(harness, _agent_of, pages, listens, identity_of, profile=profile)
+        tasks = Tasks(pages, lambda ctx: _agent_of(ctx).id)
+        server = _build_server(
+            harness, _agent_of, pages, listens, identity_of, profile=profile, tasks=tasks
+        )
         # A call's answer is one JSON body rather than a one-event SSE stream: the tools
         # send nothing mid-call, and the plain body costs about half the CPU per call.
         manager = StreamableHTTPSessionManager(
@@ -298,6 +302,7 @@ async def _serve(
                     if serving.done() and not stop.event.is_set():
                         stop.request("the HTTP server stopped")
                     log.info("%s; closing every session", stop.reason)
+                    await tasks.aclose()  # each running task's send gets its Ctrl-C
                     await pages.aclose()
                     failed = not await _close(identities)
                 # Leaving the manager ended every MCP session, so held streams close too.

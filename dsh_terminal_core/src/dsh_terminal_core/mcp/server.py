@@ -187,7 +187,10 @@ async def _serve(config: Mapping[str, Mapping[str, Any]]) -> int:
         _announce(harness, agent, profile)
         pages = secret_pages(harness)
         listens = Listens()
-        server = _build_server(harness, lambda _ctx: agent, pages, listens, profile=profile)
+        tasks = Tasks(pages, lambda _ctx: agent.id)
+        server = _build_server(
+            harness, lambda _ctx: agent, pages, listens, profile=profile, tasks=tasks
+        )
         status = 0
         failed = False
         with stop.installed(asyncio.get_running_loop()):
@@ -199,9 +202,10 @@ async def _serve(config: Mapping[str, Mapping[str, Any]]) -> int:
                 log.exception("the MCP connection failed")
                 status = 1
             log.info("%s; closing every session", stop.reason or "the client disconnected")
-            # The agent first, so its sessions close before the services they run on; the
-            # harness still closes when that fails, and both failures are reported.
-            for close in (pages.aclose, agent.dispose, harness.aclose):
+            # The agent before the harness, so its sessions close before the services they
+            # run on; the harness still closes when that fails, and both failures are reported.
+            # Tasks first: each running call gets its Ctrl-C before its session closes.
+            for close in (tasks.aclose, pages.aclose, agent.dispose, harness.aclose):
                 try:
                     await close()
                 except Exception as exc:  # reported, and the exit status says so
@@ -262,6 +266,7 @@ def _build_server(
     listens: Listens,
     identity_of: IdentityOf = lambda _ctx: None,
     profile: str = "dsh",
+    tasks: Tasks | None = None,
 ) -> Server[Any]:
     """Build the low-level SDK server whose two handlers forward to ``harness``.
 
@@ -274,13 +279,16 @@ def _build_server(
     with a sealed ``requestState`` bound to the caller's identity). ``identity_of``
     names the authenticated identity of a request, for the audit log (HTTP with tokens).
     ``profile`` (``--tools``) limits the tools offered and callable to a tool profile's.
+    ``tasks`` runs the calls of clients of the MCP tasks extension (:mod:`.tasks`); the
+    caller closes it at shutdown (one is made here when not given).
     """
     import mcp_types as types
     from mcp.server.lowlevel import Server
     from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
     asks = PendingAsks(pages)
-    tasks = Tasks(pages, lambda ctx: agent_of(ctx).id)
+    if tasks is None:
+        tasks = Tasks(pages, lambda ctx: agent_of(ctx).id)
     offered = offered_tools(harness, profile)
 
     async def list_tools(
