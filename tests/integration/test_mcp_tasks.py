@@ -209,7 +209,36 @@ async def test_ask_human_completes_through_a_task(tmp_path: Path) -> None:
     assert extension.noted[0] == "input_required" and "working" in extension.noted
 
 
-async def test_a_secret_ask_completes_through_a_task(tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def stdio_tasks_client(workspace: Path, extension: ClientExtension) -> AsyncIterator[Client]:
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    args = ["-m", "dsh_terminal_core.cli", "mcp", "--sandbox", "danger-full-access"]
+    params = StdioServerParameters(
+        command=sys.executable, args=[*args, "--workspace", str(workspace)], cwd=workspace
+    )
+    with (workspace / "server.log").open("w") as errlog:
+        async with Client(
+            stdio_client(params, errlog=errlog), mode=MODERN, extensions=[extension]
+        ) as client:
+            yield client
+
+
+@contextlib.asynccontextmanager
+async def over(
+    transport: str, workspace: Path, extension: ClientExtension
+) -> AsyncIterator[tuple[Client, Callable[[], str]]]:
+    """A tasks client over ``transport``, and a reader of the server's log."""
+    if transport == "stdio":
+        async with stdio_tasks_client(workspace, extension) as client:
+            yield client, (workspace / "server.log").read_text
+        return
+    async with http_server(workspace) as server, tasks_client(server.url, extension) as client:
+        yield client, lambda: server.log
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_a_secret_ask_completes_through_a_task(transport: str, tmp_path: Path) -> None:
     async def person(params: types.ElicitRequestURLParams) -> types.ElicitResult:
         assert "Vault password:" in params.message and "/secret/" in params.url
         sent = await submit(params.url, SECRET)
@@ -219,7 +248,8 @@ async def test_a_secret_ask_completes_through_a_task(tmp_path: Path) -> None:
     extension = Tasks(person)
     seen: list[str] = []
     with anyio.fail_after(BOUND_S):
-        async with http_server(tmp_path) as server, tasks_client(server.url, extension) as client:
+        async with over(transport, tmp_path, extension) as (client, server_log):
+            assert client.session.protocol_version == MODERN
             sid = await _open(client)
             waiting = await client.call_tool("terminal_send", {"sessionId": sid, "text": PROMPT})
             assert waiting.structured_content is not None
@@ -234,7 +264,7 @@ async def test_a_secret_ask_completes_through_a_task(tmp_path: Path) -> None:
             )
             seen.append(repr(shown))
             assert digest(SECRET) in str(shown.structured_content)
-        seen.append(server.log)
+        seen.append(server_log())
     assert len(extension.created) == 1 and "input_required" in extension.statuses
     assert all(SECRET not in text for text in seen) and SECRET not in repr(extension.asks)
 

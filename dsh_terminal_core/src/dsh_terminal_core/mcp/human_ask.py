@@ -6,8 +6,9 @@ its person, who opens it, takes control, types and hands back. The client's answ
 only whether they agreed to open it; the tool waits for the hand-back itself. A client
 without URL-mode elicitation, or one that fails to show it, is ``unavailable``: the tool
 returns the link in its text. The 2026-07-28 revision has no server-initiated requests,
-and the multi round-trip a secret uses would end the call before the person hands back,
-so there the answer is ``unavailable`` too.
+and the multi round-trip a secret uses would end the call before the person hands back:
+there a client of the MCP tasks extension gets the ask as a task in ``input_required``
+(:mod:`.tasks`), and any other client the answer ``unavailable``.
 """
 
 from __future__ import annotations
@@ -53,5 +54,5 @@ async def ask_human_by_url(ctx: ServerRequestContext[Any], ask: HumanAsk) -> Hum
 
 
 async def no_human_asks(_ask: HumanAsk) -> HumanAnswer:
-    """The asker of a revision that cannot wait for a person mid-call."""
+    """The asker of a 2026-07-28 call without the tasks extension: it cannot wait mid-call."""
     return "unavailable"
