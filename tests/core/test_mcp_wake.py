@@ -91,6 +91,13 @@ def test_each_announced_kind_maps_to_its_event_and_others_are_not_sent() -> None
         "matched": "matched",
         "human_control": "human_control",
         "human_returned": "human_returned",
+        "message": "message",
+    }
+    said = Notice(kind="message", text="step 2 of 3")  # a plugin's own word for the client
+    assert notification_data(said) == {
+        "event": "message",
+        "sessionId": None,
+        "summary": "step 2 of 3",
     }
     assert notification_data(_job_done("job-3")) == {
         "event": "job_done",
