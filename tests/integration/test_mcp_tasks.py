@@ -397,3 +397,24 @@ async def test_a_task_running_at_shutdown_is_interrupted_and_its_process_gone(
             server.process.send_signal(signal.SIGTERM)
             assert await server.process.wait() == 0, server.log
     assert _sleepers(marker) == []
+
+
+async def test_a_declined_secret_ask_ends_the_task_with_secret_declined(tmp_path: Path) -> None:
+    urls: list[str] = []
+
+    async def person(params: types.ElicitRequestURLParams) -> types.ElicitResult:
+        urls.append(params.url)
+        return types.ElicitResult(action="decline")
+
+    extension = Tasks(person)
+    with anyio.fail_after(BOUND_S):
+        async with over("http", tmp_path, extension) as (client, _log):
+            sid = await _open(client)
+            await client.call_tool("terminal_send", {"sessionId": sid, "text": PROMPT})
+            refused = await client.call_tool(
+                "terminal_send", {"sessionId": sid, "secret": {"ask": "unlock the vault"}}
+            )
+            assert refused.is_error
+            assert refused.content[0].text.startswith("error [SECRET_DECLINED]"), refused  # type: ignore[union-attr]
+            assert (await submit(urls[0], "late")).status_code == 410  # the page is withdrawn
+    assert extension.statuses[-1] == "completed" and "input_required" in extension.statuses

@@ -246,13 +246,17 @@ class Tasks:
 
         async def ask(secret_ask: SecretAsk) -> Secret:
             page = await self._pages.open(secret_ask)
+            request = types.ElicitRequest(
+                params=types.ElicitRequestURLParams(message=ask_message(secret_ask), url=page.url)
+            )
+            asking = asyncio.ensure_future(task.ask(SECRET_KEY, request, "a person is needed"))
             try:
-                request = types.ElicitRequest(
-                    params=types.ElicitRequestURLParams(
-                        message=ask_message(secret_ask), url=page.url
-                    )
-                )
-                answer = _elicit_result(await task.ask(SECRET_KEY, request, "a person is needed"))
+                await asyncio.wait({asking, page.submitted}, return_when=asyncio.FIRST_COMPLETED)
+                if not asking.done():
+                    # The page was submitted (or expired) before the client's answer came:
+                    # the page decides, as the person evidently did.
+                    return await page.submitted
+                answer = _elicit_result(asking.result())
                 if answer is None or answer.action != "accept":
                     action = "cancel" if answer is None else answer.action
                     raise DshError(
@@ -262,6 +266,7 @@ class Tasks:
                     )
                 return await page.submitted
             finally:
+                asking.cancel()
                 page.withdraw()
 
         return ask
