@@ -353,7 +353,7 @@ def _build_server(
                 )
                 return to_call_result(result.text, result.value, result.is_error, _notices(agent))
 
-            return await tasks.call(ctx, run_as_task)  # type: ignore[no-any-return]
+            return await tasks.call(ctx, run_as_task)
         else:
             round_ = AskRound(ctx, asks, agent, params)
             try:

@@ -59,7 +59,7 @@ TASK_AFTER_S: Final = 0.5
 """A call still running this long after it arrived becomes a task (a person's ask at once)."""
 
 TTL_MS: Final = 3_600_000
-"""How long a task is kept after it was created, finished or not."""
+"""How long a task's outcome is kept once it has ended (a running task is kept until then)."""
 
 POLL_INTERVAL_MS: Final = 250
 """The polling pace suggested to clients; status notifications make it a fallback."""
@@ -101,7 +101,7 @@ class McpTask:
     owner: str
     created_at: str = attrs.field(factory=_now)
     last_updated_at: str = attrs.field(factory=_now)
-    born: float = attrs.field(factory=time.monotonic)
+    ended: float | None = None  # monotonic time it reached a terminal status
     status: Status = "working"
     status_message: str | None = None
     result: dict[str, Any] | None = None
@@ -144,6 +144,8 @@ class McpTask:
         self.status = status
         self.status_message = message
         self.last_updated_at = _now()
+        if status in _TERMINAL:
+            self.ended = time.monotonic()
         self.announce(self)
 
     async def ask(self, key: str, request: mcp_types.ElicitRequest, why: str) -> Any:
@@ -168,7 +170,8 @@ class McpTask:
                 future.set_result(value)
 
     def expired(self) -> bool:
-        return time.monotonic() - self.born > TTL_MS / 1000
+        """Ended more than the TTL ago (a running task is never dropped)."""
+        return self.ended is not None and time.monotonic() - self.ended > TTL_MS / 1000
 
 
 ToolCall = Callable[[McpTask], Awaitable["mcp_types.CallToolResult"]]
@@ -186,7 +189,9 @@ class Tasks:
 
     # -- tools/call ------------------------------------------------------------------
 
-    async def call(self, ctx: ServerRequestContext[Any], run: ToolCall) -> Any:
+    async def call(
+        self, ctx: ServerRequestContext[Any], run: ToolCall
+    ) -> mcp_types.CallToolResult | dict[str, Any]:
         """Run one ``tools/call``: its result when quick, else a ``CreateTaskResult``."""
         self._prune()
         task = McpTask(id=secrets.token_urlsafe(12), owner=self._owner_of(ctx))
@@ -208,7 +213,8 @@ class Tasks:
                 from mcp.shared.exceptions import MCPError
 
                 raise MCPError(-32603, str(task.status_message))
-            return task.runner.result()
+            result: mcp_types.CallToolResult = task.runner.result()
+            return result
         self._tasks[task.id] = task  # durable before the client learns its id
         self.announce(task.owner, task.fields())  # its status so far, now that it is one
         return {"resultType": "task", **task.fields()}
@@ -281,7 +287,16 @@ class Tasks:
                     message=human_ask_message(human_ask), url=human_ask.url
                 )
             )
-            answer = _elicit_result(await task.ask(HUMAN_KEY, request, "a person is needed"))
+            # No answer by the link's end: the tool reports what the link saw (expired, or
+            # handed back by a person who opened it without their client answering).
+            wait_s = max(0.0, human_ask.expires_at - time.time())
+            try:
+                given = await asyncio.wait_for(
+                    task.ask(HUMAN_KEY, request, "a person is needed"), wait_s
+                )
+            except TimeoutError:
+                return "accept"
+            answer = _elicit_result(given)
             if answer is None:
                 return "cancel"
             action = answer.action
