@@ -156,11 +156,12 @@ class McpTask:
         self.set_status("input_required", why)
         self.needs_person.set()
         try:
-            return await future
+            answer = await future
         finally:
             self._answers.pop(key, None)
             self.input_requests = None
-            self.set_status("working")
+        self.set_status("working")  # not when cancelled: that status is the caller's to set
+        return answer
 
     def answer(self, responses: dict[str, Any]) -> None:
         """Deliver ``tasks/update``'s answers to the asks they name; others are ignored."""
@@ -261,6 +262,7 @@ class Tasks:
                 if not asking.done():
                     # The page was submitted (or expired) before the client's answer came:
                     # the page decides, as the person evidently did.
+                    task.set_status("working")
                     return await page.submitted
                 answer = _elicit_result(asking.result())
                 if answer is None or answer.action != "accept":
@@ -295,6 +297,7 @@ class Tasks:
                     task.ask(HUMAN_KEY, request, "a person is needed"), wait_s
                 )
             except TimeoutError:
+                task.set_status("working")
                 return "accept"
             answer = _elicit_result(given)
             if answer is None:
