@@ -149,6 +149,22 @@ langchain_env() {
   pip_install_into .venv-langchain -r "$requirements" || return 1
   .venv-langchain/bin/python -c 'import langchain_mcp_adapters.client' || return 1
 }
+# The watch and recording pages' browser files (xterm.js, asciinema-player, SPEC §31) come
+# from the npm registry into .venv/share/dsh-terminal/web; the repository holds no copy.
+# Not fatal: without them the watch page shows the terminal as text and says so.
+web_assets() {
+  if ! command -v npm >/dev/null 2>&1; then
+    if have_apt && is_root; then
+      apt_install npm || true
+    fi
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    say "  npm missing: the watch page will show text only (install Node.js and npm, rerun)"
+    return 0
+  fi
+  .venv/bin/python -m dsh_terminal_core.human.assets 2>&1 | sed -u 's/^/  /' \
+    || say "  could not fetch the browser files (see above): the watch page will show text only"
+}
 if [ "$mode" = test ]; then
   say "[5/5] installing the distributions and the test tools into .venv (pip, ~1 min on first run)"
   # gdb and gcc for the gdb/MI consumer; full-screen programs for the screen-session tests;
@@ -185,6 +201,7 @@ if [ "$mode" = test ]; then
     fi
   fi
   pip_install -r requirements-dev.txt || fail "pip could not install requirements-dev.txt (see above)"
+  web_assets
   if [ -n "${SKIP_LANGCHAIN_ENV:-}" ]; then
     say "  LangChain's MCP adapters: skipped (SKIP_LANGCHAIN_ENV); their tests will be skipped"
   else
@@ -200,5 +217,6 @@ else
   say "[5/5] installing the four distributions into .venv (pip, ~30 s on first run)"
   pip_install -e './dsh_terminal_core[mcp]' -e ./dsh_terminal_bash -e ./dsh_tool_terminal \
     -e ./dsh_pty_session || fail "pip could not install the distributions (see above)"
+  web_assets
   say "done. Run the demo with: .venv/bin/dsh-terminal demo"
 fi
