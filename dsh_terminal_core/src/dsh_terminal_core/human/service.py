@@ -214,6 +214,11 @@ class HumanService:
         _check_ttl(ttl_s)
         if not os.path.isfile(path):
             raise TerminalError(f"no recording at {path!r}", "INVALID_ARGUMENT")
+        return await self._recording_link(path, ttl_s, audit)
+
+    async def _recording_link(
+        self, path: str, ttl_s: float | None, audit: str | None
+    ) -> RecordingLink:
         audit = audit if audit is not None else self.find_audit()
         link = RecordingLink(await self._base(), ttl_s, os.path.abspath(path), audit)
         self.operator.add(link)
@@ -230,7 +235,9 @@ class HumanService:
                 f"session {session_id} is not recorded (the operator sets recording.dir)",
                 "UNSUPPORTED",
             )
-        return await self.open_recording(path, ttl_s=ttl_s)
+        _check_ttl(ttl_s)
+        # The recorder may not have made the file yet; the page reads it when asked.
+        return await self._recording_link(path, ttl_s, None)
 
     async def open_overview(
         self,
