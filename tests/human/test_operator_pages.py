@@ -95,7 +95,7 @@ async def test_a_recording_plays_to_its_end_and_the_overview_follows_sessions(
                 await until(page, "document.body.dataset.played === 'ended'", timeout_s=30)
                 shown = await page.inner_text("#player")
                 assert "first-6" in shown and "second" in shown, shown
-                await page.screenshot(path=str(artifact("recording-ended.png")))
+                await page.screenshot(path=str(artifact("recording-ended.png")), full_page=True)
                 # An audit entry's link seeks the player to its moment (the first send's:
                 # the last entry, the close, can fall after the recording's last event).
                 duration = await page.evaluate("window.dshPlayer.getDuration()")
