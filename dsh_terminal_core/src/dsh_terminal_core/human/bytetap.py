@@ -26,8 +26,9 @@ from ..registry import SendOperation, SendRequest, SendResult, WaitReason, spawn
 
 __all__ = ["DEFAULT_RETAIN_BYTES", "ByteTap", "SessionBytes", "TappedProcess"]
 
-DEFAULT_RETAIN_BYTES = 512 * 1024
-"""How much of a session's latest output a page opened later replays."""
+DEFAULT_RETAIN_BYTES = 256 * 1024
+"""How much of a session's latest output a page opened later replays: many screens'
+worth, and a bounded cost for a thousand sessions (at most 1.25 times this each)."""
 _SECRET_SHOWN = b"[secret]"
 # A cut of the retained bytes moves forward to the next line start within this many
 # bytes, so a replay rarely begins inside an escape sequence.
@@ -80,7 +81,9 @@ class SessionBytes:
             chunk = chunk.replace(self._secret, _SECRET_SHOWN)
         data = self._data
         data += chunk
-        if len(data) > 2 * self._retain:
+        # Cut in steps of a quarter of what is kept: memory stays within 1.25 times it,
+        # and each byte is moved at most four times.
+        if len(data) > self._retain + max(self._retain // 4, _CUT_SLACK):
             cut = len(data) - self._retain
             line = data.find(b"\n", cut, cut + _CUT_SLACK)
             cut = line + 1 if line >= 0 else cut
