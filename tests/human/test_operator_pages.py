@@ -218,3 +218,45 @@ async def test_the_http_server_prints_an_overview_link_per_identity(tmp_path: Pa
                 async with events(other) as stream:
                     quiet = await stream.until("sessions")
                 assert quiet["sessions"] == []
+
+
+async def test_dsh_terminal_play_serves_a_recording_page_until_interrupted(tmp_path: Path) -> None:
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    cast = tmp_path / "pty-1-20261201T100000Z.cast"
+    header = {"version": 2, "width": 80, "height": 24, "timestamp": 1764583200, "title": "pty-1"}
+    events_ = [[0.1, "o", "hello from the cast\r\n"], [0.2, "m", "send: stdin_read exit=0"]]
+    cast.write_text("\n".join(json.dumps(line) for line in [header, *events_]) + "\n")
+    audit = tmp_path / "calls.jsonl"
+    audit.write_text(
+        json.dumps({"ts": "2025-12-01T10:00:01.500Z", "agent": "a", "tool": "terminal_send",
+                    "sessionId": "pty-1", "args": {"text": "echo hi"},
+                    "outcome": {"isError": False}, "durationMs": 5.0}) + "\n"
+    )
+    with anyio.fail_after(BOUND_S):
+        process = await anyio.open_process(
+            [sys.executable, "-m", "dsh_terminal_core.cli", "play", str(cast), "--audit", str(audit)],
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        try:
+            assert process.stdout is not None
+            printed = b""
+            while b"\n" not in printed:
+                printed += await process.stdout.receive()
+            url = printed.decode().split("recording page: ", 1)[1].split()[0]
+            page = await request("GET", url)
+            assert page.status == 200 and b"pty-1" in page.body
+            assert b'data-t="1.5"' in page.body  # the audit entry, 1.5 s into the recording
+            cast_body = await request("GET", url + "/cast")
+            assert b"hello from the cast" in cast_body.body
+            process.send_signal(signal.SIGINT)
+            assert await process.wait() == 0
+        finally:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
