@@ -10,7 +10,7 @@ import anyio
 from dsh_terminal_core.human.bytetap import SessionBytes
 from dsh_terminal_core.kernel.harness import Harness
 
-from ..helpers import call_value, full_access
+from ..helpers import call_value, full_access, needs
 from .support import events, request
 
 
@@ -77,3 +77,34 @@ async def test_the_stream_replays_the_sessions_bytes_then_follows_them(tmp_path:
             gone = await request("GET", url + "/stream")
             assert gone.status == 404 and gone.body == b""
 
+
+
+@needs("vim")
+async def test_a_late_replay_of_a_screen_session_is_drawn_from_its_screen_model(
+    tmp_path: Path,
+) -> None:
+    # Only 4 KiB kept: vim's screen is drawn long after the output the page could replay
+    # began, so the page gets the model's screen, the alternate screen and vim's modes.
+    config = full_access(str(tmp_path), human={"replay_bytes": 4096})
+    with anyio.fail_after(60):
+        async with Harness(config=config) as h:
+            agent = h.create_agent("a")
+            opened = await call_value(h, agent, "terminal_open", {"screen": True})
+            sid = opened["sessionId"]
+            await call_value(h, agent, "terminal_send", {"sessionId": sid, "text": "seq 1 5000"})
+            (tmp_path / "notes.txt").write_text("first line of notes\n")
+            vim = await call_value(
+                h, agent, "terminal_send", {"sessionId": sid, "text": "vim -u NONE -N notes.txt"}
+            )
+            assert vim["screen"]["alternate"] is True
+            assert h.ctx.human.tap.of(sid).dropped > 0
+            url = (await call_value(h, agent, "terminal_watch", {"sessionId": sid}))["url"]
+            async with events(url, path="stream") as stream:
+                reset = await stream.until("reset")
+            replay = base64.b64decode(reset["data"])
+            assert replay.startswith(b"\x1b[?1049h\x1b[H\x1b[2J")
+            assert b"first line of notes" in replay and b"seq 1 5000" not in replay
+            assert b"\x1b[?1h" in replay  # vim's cursor-key mode, for the person's arrows
+            row, col = h.ctx.terminals.read_screen(agent, sid).screen.cursor
+            assert f"\x1b[{row + 1};{col + 1}H".encode() in replay
+            await call_value(h, agent, "terminal_send", {"sessionId": sid, "keys": [":q!", "Enter"]})

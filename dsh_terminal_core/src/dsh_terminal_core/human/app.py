@@ -37,7 +37,7 @@ from .follow import follow
 from .operator import OverviewLink, RecordingLink
 from .operator_app import serve_asset, serve_overview, serve_recording
 from .page import render_page
-from .views import LINES_SHOWN, text_view
+from .views import LINES_SHOWN, screen_replay, text_view
 from .respond import (
     Receive,
     Scope,
@@ -221,6 +221,11 @@ class WatchApp:
             size = (tapped.cols, tapped.rows)
             if shown["first"] or len(pending) > _MAX_PENDING:
                 replay = tapped.replay()
+                if tapped.dropped:  # a late start: a screen session's model draws it now
+                    replay = (
+                        screen_replay(service, link.owner, link.session_id, tapped.mode_prefix())
+                        or replay
+                    )
                 pending.clear()
                 await event(
                     send,

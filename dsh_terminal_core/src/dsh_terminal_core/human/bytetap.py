@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 from collections.abc import Callable
 
 from ..kernel.subscribe import subscribe
@@ -35,6 +36,11 @@ _SECRET_SHOWN = b"[secret]"
 _CUT_SLACK = 4096
 
 BytesListener = Callable[[bytes], None]
+
+# DEC private modes set (h) or reset (l): the ones a replay that starts late must restore.
+_PRIVATE_MODE = re.compile(rb"\x1b\[\?([0-9;]+)([hl])")
+# The alternate screen is the screen model's to say; these are not restored from here.
+_SCREEN_MODES = frozenset({47, 1047, 1048, 1049})
 
 
 class SessionBytes:
@@ -56,6 +62,9 @@ class SessionBytes:
         #: flight or after one left its program running (timed out, matched), ``waiting
         #: for keys`` once one settled with the terminal waiting for input.
         self.activity = "waiting for keys"
+        #: DEC private modes (``?1`` cursor keys, ``?25`` cursor shown, ``?2004``
+        #: bracketed paste, mouse reports...) as the output last set them.
+        self.modes: dict[int, bool] = {}
 
     def replay(self) -> bytes:
         """The retained output, oldest first."""
@@ -79,6 +88,11 @@ class SessionBytes:
     def output(self, chunk: bytes) -> None:
         if self._secret is not None and self._secret in chunk:
             chunk = chunk.replace(self._secret, _SECRET_SHOWN)
+        if b"\x1b[?" in chunk:
+            for numbers, which in _PRIVATE_MODE.findall(chunk):
+                for number in numbers.split(b";"):
+                    if number.isdigit() and int(number) not in _SCREEN_MODES:
+                        self.modes[int(number)] = which == b"h"
         data = self._data
         data += chunk
         # Cut in steps of a quarter of what is kept: memory stays within 1.25 times it,
@@ -91,6 +105,12 @@ class SessionBytes:
             self.dropped += cut
         for listener in list(self._listeners):
             listener(chunk)
+
+    def mode_prefix(self) -> bytes:
+        """The escape sequences that put a fresh terminal in the output's modes now."""
+        return b"".join(
+            b"\x1b[?%d%s" % (number, b"h" if on else b"l") for number, on in self.modes.items()
+        )
 
     def resized(self, rows: int, cols: int) -> None:
         self.rows, self.cols = rows, cols

@@ -11,7 +11,7 @@ from ..registry import ReadRequest, status_text
 if TYPE_CHECKING:
     from .service import HumanService
 
-__all__ = ["LINES_SHOWN", "text_view"]
+__all__ = ["LINES_SHOWN", "screen_replay", "text_view"]
 
 LINES_SHOWN = 200
 """How many of a line session's last lines the text view shows."""
@@ -50,3 +50,30 @@ def text_view(
         ),
     )
     return {"text": page.text, "lineEnd": page.line_end, "status": status}, False
+
+
+def screen_replay(service: HumanService, owner: Agent, session_id: str, modes: bytes) -> bytes | None:
+    """A screen session's screen as bytes that draw it on a fresh terminal, or None.
+
+    For a page whose replay would start late (older output was cut): the screen model
+    says what the screen holds now — the text, the cursor, the alternate screen — and
+    ``modes`` (from the byte tap) the keys' and cursor's modes. Colours come back as the
+    program redraws.
+    """
+    try:
+        read = service.terminals.read_screen(owner, session_id)
+    except TerminalError:
+        return None
+    screen = read.screen
+    rows = screen.text.split("\n")[: read.rows]
+    body = "\r\n".join(row[: read.cols] for row in rows).encode("utf-8")
+    row, col = screen.cursor
+    return b"".join(
+        (
+            b"\x1b[?1049h" if screen.alternate else b"",
+            b"\x1b[H\x1b[2J",
+            body,
+            b"\x1b[%d;%dH" % (row + 1, col + 1),
+            modes,
+        )
+    )
