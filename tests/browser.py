@@ -25,8 +25,8 @@ import shutil
 import tempfile
 import time
 import uuid
-from pathlib import Path
 from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -167,7 +167,8 @@ async def _outlived(processes: set[psutil.Process]) -> list[psutil.Process]:
 
 
 ARTIFACTS = Path(
-    os.environ.get("DSH_TEST_ARTIFACTS") or Path(__file__).resolve().parent.parent / "test-artifacts"
+    os.environ.get("DSH_TEST_ARTIFACTS")
+    or Path(__file__).resolve().parent.parent / "test-artifacts"
 )
 """Where browser tests leave screenshots and measurements (ignored by git)."""
 

@@ -78,7 +78,6 @@ async def test_the_stream_replays_the_sessions_bytes_then_follows_them(tmp_path:
             assert gone.status == 404 and gone.body == b""
 
 
-
 @needs("vim")
 async def test_a_late_replay_of_a_screen_session_is_drawn_from_its_screen_model(
     tmp_path: Path,
@@ -107,4 +106,6 @@ async def test_a_late_replay_of_a_screen_session_is_drawn_from_its_screen_model(
             assert b"\x1b[?1h" in replay  # vim's cursor-key mode, for the person's arrows
             row, col = h.ctx.terminals.read_screen(agent, sid).screen.cursor
             assert f"\x1b[{row + 1};{col + 1}H".encode() in replay
-            await call_value(h, agent, "terminal_send", {"sessionId": sid, "keys": [":q!", "Enter"]})
+            await call_value(
+                h, agent, "terminal_send", {"sessionId": sid, "keys": [":q!", "Enter"]}
+            )

@@ -10,9 +10,7 @@ browser assets are missing, and the HTTP server's overview link per identity.
 
 from __future__ import annotations
 
-import asyncio
 import glob
-import time
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +54,7 @@ async def test_a_recording_plays_to_its_end_and_the_overview_follows_sessions(
                 await until(page, "document.getElementById('count').textContent.includes('0 live')")
                 sid = (await call_value(h, agent, "terminal_open", {}))["sessionId"]
                 card = f".session[data-id='{sid}']"
-                await until(page, f"document.querySelector(\"{card}\")")
+                await until(page, f'document.querySelector("{card}")')
                 await call_value(
                     h, agent, "terminal_send", {"sessionId": sid, "text": "echo first-$((2*3))"}
                 )
@@ -64,19 +62,24 @@ async def test_a_recording_plays_to_its_end_and_the_overview_follows_sessions(
                     page,
                     f"document.querySelector(\"{card} .thumb\").textContent.includes('first-6')",
                 )
-                await until(page, f"document.querySelector(\"{card}\").dataset.state === 'waiting for keys'")
+                await until(
+                    page, f"document.querySelector(\"{card}\").dataset.state === 'waiting for keys'"
+                )
                 watch = await page.get_attribute(f"{card} .watch", "href")
                 assert watch is not None and "/watch/" in watch and watch != overview.url
                 taken = await request("POST", watch + "/control", {"action": "take"})
                 assert taken.json() == {"state": "person"}
-                await until(page, f"document.querySelector(\"{card}\").dataset.state === 'a person in control'")
+                await until(
+                    page,
+                    f"document.querySelector(\"{card}\").dataset.state === 'a person in control'",
+                )
                 await page.screenshot(path=str(artifact("overview.png")))
                 await request("POST", watch + "/control", {"action": "hand_back"})
                 await call_value(
                     h, agent, "terminal_send", {"sessionId": sid, "text": "sleep 0.5; echo second"}
                 )
                 await call_value(h, agent, "terminal_close", {"sessionId": sid})
-                await until(page, f"!document.querySelector(\"{card}\")")
+                await until(page, f'!document.querySelector("{card}")')
                 await until(page, "document.getElementById('count').textContent.includes('0 live')")
 
                 # The recording of that session, played to its end in the page.
@@ -128,7 +131,9 @@ async def test_the_operator_pages_keep_the_watch_links_promises(tmp_path: Path) 
                 # Nothing can be posted to an operator's page, from any site.
                 for path in ("", "/control", "/keys", "/events"):
                     posted = await request(
-                        "POST", link.url + path, {"action": "take"},
+                        "POST",
+                        link.url + path,
+                        {"action": "take"},
                         headers={"Origin": "http://evil.example"},
                     )
                     assert posted.status == 404 and posted.body == b""
@@ -137,7 +142,10 @@ async def test_the_operator_pages_keep_the_watch_links_promises(tmp_path: Path) 
                     other = await request("GET", link.url + path)
                     assert other.status == 404 and other.body == b""
             # Guesses, one character off, and an expired link learn nothing.
-            for token in ("A" * 43, overview.token[:-1] + ("A" if overview.token[-1] != "A" else "B")):
+            for token in (
+                "A" * 43,
+                overview.token[:-1] + ("A" if overview.token[-1] != "A" else "B"),
+            ):
                 guessed = await request("GET", f"{base}/{token}")
                 assert guessed.status == 404 and guessed.body == b""
             with anyio.fail_after(5):
@@ -177,7 +185,9 @@ async def test_without_the_browser_assets_the_page_shows_text_and_says_so(tmp_pa
         async with Harness(config=config) as h:
             agent = h.create_agent("a")
             sid = (await call_value(h, agent, "terminal_open", {}))["sessionId"]
-            await call_value(h, agent, "terminal_send", {"sessionId": sid, "text": "echo as-$((1))-text"})
+            await call_value(
+                h, agent, "terminal_send", {"sessionId": sid, "text": "echo as-$((1))-text"}
+            )
             url = (await call_value(h, agent, "terminal_watch", {"sessionId": sid}))["url"]
             page = await request("GET", url)
             assert b'data-mode="text"' in page.body and b"not installed" in page.body
@@ -199,7 +209,9 @@ async def test_the_http_server_prints_an_overview_link_per_identity(tmp_path: Pa
                 while sum("overview of identity" in line for line in server.lines) < len(TOKENS):
                     await anyio.sleep(0.05)
             links = {
-                line.split("overview of identity ")[1].split(" ")[0].strip("'"): line.rsplit(" ", 1)[1]
+                line.split("overview of identity ")[1].split(" ")[0].strip("'"): line.rsplit(
+                    " ", 1
+                )[1]
                 for line in server.lines
                 if "overview of identity" in line
             }
@@ -232,13 +244,30 @@ async def test_dsh_terminal_play_serves_a_recording_page_until_interrupted(tmp_p
     cast.write_text("\n".join(json.dumps(line) for line in [header, *events_]) + "\n")
     audit = tmp_path / "calls.jsonl"
     audit.write_text(
-        json.dumps({"ts": "2025-12-01T10:00:01.500Z", "agent": "a", "tool": "terminal_send",
-                    "sessionId": "pty-1", "args": {"text": "echo hi"},
-                    "outcome": {"isError": False}, "durationMs": 5.0}) + "\n"
+        json.dumps(
+            {
+                "ts": "2025-12-01T10:00:01.500Z",
+                "agent": "a",
+                "tool": "terminal_send",
+                "sessionId": "pty-1",
+                "args": {"text": "echo hi"},
+                "outcome": {"isError": False},
+                "durationMs": 5.0,
+            }
+        )
+        + "\n"
     )
     with anyio.fail_after(BOUND_S):
         process = await anyio.open_process(
-            [sys.executable, "-m", "dsh_terminal_core.cli", "play", str(cast), "--audit", str(audit)],
+            [
+                sys.executable,
+                "-m",
+                "dsh_terminal_core.cli",
+                "play",
+                str(cast),
+                "--audit",
+                str(audit),
+            ],
             stdin=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,

@@ -102,9 +102,7 @@ async def test_the_watch_page_is_the_sessions_own_terminal(tmp_path: Path) -> No
                 return await call_value(h, agent, "terminal_send", {"sessionId": sid, **args})
 
             await send(text=r"printf 'A \e[31mRED\e[0m B \e[1;42mGRN\e[0m\n'")
-            link = await call_value(
-                h, agent, "terminal_watch", {"sessionId": sid, "control": True}
-            )
+            link = await call_value(h, agent, "terminal_watch", {"sessionId": sid, "control": True})
             async with headless_page() as page:
                 await page.goto(link["url"])
                 assert await page.get_attribute("#mode", "data-mode") == "terminal"
@@ -155,7 +153,9 @@ async def test_the_watch_page_is_the_sessions_own_terminal(tmp_path: Path) -> No
                     stop = tapped.follow(on_bytes, lambda: None)
                     await send(text=f"echo lat-$(({n}+0))x")
                     stop()
-                    await until(page, f"window.__seen['{marker}'] && window.__seen['{marker}'].painted")
+                    await until(
+                        page, f"window.__seen['{marker}'] && window.__seen['{marker}'].painted"
+                    )
                     shown = await page.evaluate(f"window.__seen['{marker}']")
                     latencies.append(shown["painted"] - at[0])
                 figures = {

@@ -1,4 +1,4 @@
-"""The ``dsh-terminal`` command: ``plugins``, ``demo``, ``mcp``, ``attach``, ``play`` and ``audit``."""
+"""The ``dsh-terminal`` command: ``plugins``, ``demo``, ``mcp``, ``attach``, ``play``, ``audit``."""
 
 from __future__ import annotations
 

@@ -37,7 +37,6 @@ from .follow import follow
 from .operator import OverviewLink, RecordingLink
 from .operator_app import serve_asset, serve_overview, serve_recording
 from .page import render_page
-from .views import LINES_SHOWN, screen_replay, text_view
 from .respond import (
     Receive,
     Scope,
@@ -52,6 +51,7 @@ from .respond import (
     whole,
 )
 from .service import WATCH_PREFIX
+from .views import LINES_SHOWN, screen_replay, text_view
 
 if TYPE_CHECKING:
     from .service import HumanService, WatchLink

@@ -96,8 +96,18 @@ def install(directory: str | Path, npm: str = "npm") -> WebAssets:
     with tempfile.TemporaryDirectory(prefix="dsh-web-assets-") as scratch:
         specs = [f"{name}@{version}" for name, version in PACKAGES.items()]
         run = subprocess.run(
-            [found, "install", "--no-save", "--no-audit", "--no-fund", "--ignore-scripts",
-             "--no-package-lock", "--prefix", scratch, *specs],
+            [
+                found,
+                "install",
+                "--no-save",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--no-package-lock",
+                "--prefix",
+                scratch,
+                *specs,
+            ],
             capture_output=True,
             text=True,
             timeout=600,

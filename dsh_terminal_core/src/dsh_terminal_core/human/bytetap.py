@@ -187,9 +187,7 @@ class ByteTap:
         session_id = spawning_session()
         if session_id is None or session_id in self._sessions:
             return process
-        tapped = SessionBytes(
-            session_id, rows=spec.rows, cols=spec.cols, retain_bytes=self._retain
-        )
+        tapped = SessionBytes(session_id, rows=spec.rows, cols=spec.cols, retain_bytes=self._retain)
         self._sessions[session_id] = tapped
         self._active()
         return TappedProcess(process, tapped, self)

@@ -142,10 +142,13 @@ def _recording_page(service: HumanService, link: RecordingLink, nonce: str) -> s
     base = f"{WATCH_PREFIX}{link.token}"
     items = []
     for entry in audit_moments(link.audit, header):
-        outcome = entry.get("outcome") if isinstance(entry.get("outcome"), dict) else {}
+        outcome = entry.get("outcome")
+        outcome = outcome if isinstance(outcome, dict) else {}
         said = "error " + str(outcome.get("code", "")) if outcome.get("isError") else "ok"
-        args = entry.get("args") if isinstance(entry.get("args"), dict) else {}
-        text = args.get("text") if isinstance(args.get("text"), str) else ""
+        args = entry.get("args")
+        args = args if isinstance(args, dict) else {}
+        text = args.get("text")
+        text = text if isinstance(text, str) else ""
         items.append(
             f'<li><a href="#t={entry["t"]}" data-t="{entry["t"]}">{entry["t"]:.1f} s</a> '
             f"{html.escape(str(entry.get('tool', '')))} {html.escape(text[:80])} "
@@ -160,7 +163,7 @@ def _recording_page(service: HumanService, link: RecordingLink, nonce: str) -> s
     if assets is None:
         player = (
             f'<p id="mode" data-mode="none">The player (asciinema-player) is not installed '
-            f'on this server: {html.escape(_INSTALL)}. The recording itself: '
+            f"on this server: {html.escape(_INSTALL)}. The recording itself: "
             f'<a href="{base}/cast">{title}.cast</a>.</p>'
         )
         scripts = ""
@@ -335,8 +338,10 @@ async def _overview_events(
             await event(send, "end", {"reason": "expired" if not link.live else "closed"})
             return False
         sessions = []
-        snapshots = service.terminals.list(owner) if owner is not None else []
+        # No agent now: the identity is not connected, or was reaped.
+        snapshots = [] if owner is None else service.terminals.list(owner)
         for snap in snapshots:
+            assert owner is not None
             sid = snap.session_id
             try:
                 if sid not in watching:
@@ -344,8 +349,8 @@ async def _overview_events(
                     watching[sid] = (
                         session.watch(wake.set) if isinstance(session, WatchedSession) else None
                     )
-                watch = await service.overview_watch_link(link, owner, sid)  # type: ignore[arg-type]
-                view, _ = text_view(service, owner, sid, None, lines=_THUMB_ROWS)  # type: ignore[arg-type]
+                watch = await service.overview_watch_link(link, owner, sid)
+                view, _ = text_view(service, owner, sid, None, lines=_THUMB_ROWS)
             except TerminalError:
                 continue  # closed meanwhile
             status = str(view.get("status", "running"))
@@ -373,9 +378,7 @@ async def _overview_events(
 
     stop = service.tap.watch_activity(wake.set) if service.tap is not None else None
     try:
-        await follow(
-            receive, send, (wake, closing), step, gap_s=_LIST_GAP_S, poll_s=_LIST_POLL_S
-        )
+        await follow(receive, send, (wake, closing), step, gap_s=_LIST_GAP_S, poll_s=_LIST_POLL_S)
     finally:
         if stop is not None:
             stop()

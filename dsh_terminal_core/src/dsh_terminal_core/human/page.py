@@ -215,7 +215,6 @@ _SCRIPT = r"""
 """
 
 
-
 def render_page(link: WatchLink, nonce: str, state: str, mode: str = "terminal") -> str:
     """The whole page for ``link``; what the terminal shows arrives over an event stream.
 

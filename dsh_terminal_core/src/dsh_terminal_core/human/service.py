@@ -29,7 +29,6 @@ from ..kernel.agents import Agent
 from ..kernel.errors import TerminalError
 from ..registry import HumanReport, RawInputSession, TerminalSessionService
 from ..registry.control import State
-
 from .operator import WATCH_PREFIX, OperatorLinks, OverviewLink, RecordingLink
 
 if TYPE_CHECKING:
@@ -227,7 +226,7 @@ class HumanService:
     async def open_session_recording(
         self, owner: Agent, session_id: str, *, ttl_s: float | None = DEFAULT_TTL_S
     ) -> RecordingLink:
-        """A recording link for ``owner``'s live session ``session_id`` (``UNSUPPORTED`` when it has none)."""
+        """A recording link for ``owner``'s live recorded session (else ``UNSUPPORTED``)."""
         self.terminals.get_session(owner, session_id)  # authorizes
         path = self.find_recording(session_id)
         if path is None:

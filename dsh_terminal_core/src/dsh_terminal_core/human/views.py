@@ -19,7 +19,11 @@ _VIEW_BYTES = 256 * 1024
 
 
 def text_view(
-    service: HumanService, owner: Agent, session_id: str, screen: bool | None, lines: int = LINES_SHOWN
+    service: HumanService,
+    owner: Agent,
+    session_id: str,
+    screen: bool | None,
+    lines: int = LINES_SHOWN,
 ) -> tuple[dict[str, Any], bool]:
     """What the terminal shows now: a screen session's screen, a line session's tail."""
     terminals = service.terminals
@@ -52,7 +56,9 @@ def text_view(
     return {"text": page.text, "lineEnd": page.line_end, "status": status}, False
 
 
-def screen_replay(service: HumanService, owner: Agent, session_id: str, modes: bytes) -> bytes | None:
+def screen_replay(
+    service: HumanService, owner: Agent, session_id: str, modes: bytes
+) -> bytes | None:
     """A screen session's screen as bytes that draw it on a fresh terminal, or None.
 
     For a page whose replay would start late (older output was cut): the screen model

@@ -357,7 +357,9 @@ def _announce(harness: Harness, options: HttpOptions, profile: str) -> None:
         log.warning("%s", warning)
 
 
-async def _overview_links(human: HumanService, identities: Identities, options: HttpOptions) -> None:
+async def _overview_links(
+    human: HumanService, identities: Identities, options: HttpOptions
+) -> None:
     """One overview link per identity (SPEC §31), for the operator's eyes only: the log."""
     agent_ids = options.tokens.agent_ids if options.tokens is not None else (NO_AUTH_AGENT_ID,)
     for agent_id in agent_ids:

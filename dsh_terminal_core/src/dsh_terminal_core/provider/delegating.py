@@ -1,9 +1,10 @@
 """A terminal process that is another process in every way: the base of a wrapper.
 
-A layer that wraps each spawned process (:meth:`~.terminal.LocalTerminalProvider.add_process_wrapper`)
-to see its bytes — the recorder (SPEC §23), the watch pages' byte tap (§31) — overrides
-only what it watches and inherits the rest from here, so a method added to
-:class:`~.types.TerminalProcess` is passed through in one place.
+A layer that wraps each spawned process
+(:meth:`~.terminal.LocalTerminalProvider.add_process_wrapper`) to see its bytes — the
+recorder (SPEC §23), the watch pages' byte tap (§31) — overrides only what it watches
+and inherits the rest from here, so a method added to :class:`~.types.TerminalProcess`
+is passed through in one place.
 """
 
 from __future__ import annotations
