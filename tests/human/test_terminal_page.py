@@ -178,6 +178,18 @@ async def test_the_watch_page_is_the_sessions_own_terminal(tmp_path: Path) -> No
                     await page.click("#take-control")
                     await until(page, "document.body.dataset.control === 'person'")
                     await page.click("#terminal")
+                    posted: list[str] = []
+                    page.on(
+                        "request",
+                        lambda r: posted.append(json.loads(r.post_data or "{}").get("data", ""))
+                        if r.url.endswith("/keys")
+                        else None,
+                    )
+                    # Queries in the output are the harness's to answer, never the page's.
+                    await page.evaluate(
+                        "new Promise((done) => window.dshTerm.write("
+                        "'\\x1b[6n\\x1b[c\\x1b[>c\\x1b[?1$p\\x1b]11;?\\x07', done))"
+                    )
                     await page.keyboard.type("iabc")
                     await page.keyboard.press("ArrowLeft")
                     await page.keyboard.type("X")
@@ -186,6 +198,9 @@ async def test_the_watch_page_is_the_sessions_own_terminal(tmp_path: Path) -> No
                         while "abXc" not in _model(h, agent, sid)["rows"][0]:
                             await anyio.sleep(0.05)
                     await _page_matches_model(page, h, agent, sid)
+                    # Exactly the keys, as xterm.js encodes them: Left in vim's cursor-key
+                    # mode is ESC O D.
+                    assert "".join(posted) == "iabc\x1bODX\x1b", posted
                     await page.keyboard.type(":wq")
                     await page.keyboard.press("Enter")
                     with anyio.fail_after(10):

@@ -118,6 +118,18 @@ _XTERM = r"""
     fontSize: 14, fontFamily: "monospace", theme: {background: "#111111"}
   });
   window.dshTerm = term;
+  // The harness answers the program's queries itself (cursor position, device
+  // attributes, modes...); xterm.js must not answer them again as typed keys.
+  const swallow = () => true;
+  for (const id of [
+    {final: "n"}, {prefix: "?", final: "n"}, {final: "c"}, {prefix: ">", final: "c"},
+    {prefix: "=", final: "c"}, {intermediates: "$", final: "p"},
+    {prefix: "?", intermediates: "$", final: "p"}, {final: "t"}, {prefix: ">", final: "q"}
+  ]) term.parser.registerCsiHandler(id, swallow);
+  for (const id of [{intermediates: "$", final: "q"}, {intermediates: "+", final: "q"}])
+    term.parser.registerDcsHandler(id, swallow);
+  for (const ident of [4, 10, 11, 12, 52])
+    term.parser.registerOscHandler(ident, (data) => data.includes("?"));
   term.open(box);
   function bytes(b64) {
     const raw = atob(b64);
