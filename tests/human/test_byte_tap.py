@@ -22,7 +22,7 @@ def test_the_retained_bytes_are_cut_at_a_line_start_and_stay_bounded() -> None:
     for line in lines:
         tapped.output(line)
     replay = tapped.replay()
-    assert 10_000 <= len(replay) <= 12_500 + 4096
+    assert 10_000 <= len(replay) <= 20_000 + 4096
     assert replay.startswith(b"line ") and replay.endswith(lines[-1])  # a whole line first
     assert tapped.dropped + len(replay) == sum(map(len, lines))
     assert b"".join(seen) == b"".join(lines)  # a follower gets every chunk

@@ -27,9 +27,9 @@ from ..registry import SendOperation, SendRequest, SendResult, WaitReason, spawn
 
 __all__ = ["DEFAULT_RETAIN_BYTES", "ByteTap", "SessionBytes", "TappedProcess"]
 
-DEFAULT_RETAIN_BYTES = 256 * 1024
-"""How much of a session's latest output a page opened later replays: many screens'
-worth, and a bounded cost for a thousand sessions (at most 1.25 times this each)."""
+DEFAULT_RETAIN_BYTES = 128 * 1024
+"""How much of a session's latest output a page opened later replays, at least: many
+screens' worth, and a bounded cost for a thousand sessions (at most twice this each)."""
 _SECRET_SHOWN = b"[secret]"
 # A cut of the retained bytes moves forward to the next line start within this many
 # bytes, so a replay rarely begins inside an escape sequence.
@@ -88,16 +88,16 @@ class SessionBytes:
     def output(self, chunk: bytes) -> None:
         if self._secret is not None and self._secret in chunk:
             chunk = chunk.replace(self._secret, _SECRET_SHOWN)
-        if b"\x1b[?" in chunk:
+        if b"\x1b" in chunk and b"\x1b[?" in chunk:  # memchr first: most output has none
             for numbers, which in _PRIVATE_MODE.findall(chunk):
                 for number in numbers.split(b";"):
                     if number.isdigit() and int(number) not in _SCREEN_MODES:
                         self.modes[int(number)] = which == b"h"
         data = self._data
         data += chunk
-        # Cut in steps of a quarter of what is kept: memory stays within 1.25 times it,
-        # and each byte is moved at most four times.
-        if len(data) > self._retain + max(self._retain // 4, _CUT_SLACK):
+        # Cut once twice what is kept has piled up: memory stays within twice it, and a
+        # cut is rare (CPython drops a bytearray's front without moving the rest).
+        if len(data) > 2 * self._retain + _CUT_SLACK:
             cut = len(data) - self._retain
             line = data.find(b"\n", cut, cut + _CUT_SLACK)
             cut = line + 1 if line >= 0 else cut

@@ -41,7 +41,7 @@ class HumanConfig:
     """Config of the ``human`` plugin.
 
     ``replay_bytes``: how much of each session's latest output a watch page opened
-    later replays in its terminal (256 KiB; 0: no tap, pages show the text view).
+    later replays in its terminal (at least 128 KiB; 0: no tap, pages show the text view).
     ``assets_dir``: where the browser files are (default: ``DSH_WEB_ASSETS``, else
     ``<sys.prefix>/share/dsh-terminal/web``, where ``scripts/install.sh`` puts them).
     """
