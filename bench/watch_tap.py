@@ -44,7 +44,9 @@ async def _block(h: Harness, agent: Any, sid: str) -> tuple[float, float, int]:
     """CPU seconds for one seq, its output bytes, and the echo p50 in ms."""
     cpu = time.process_time()
     sent = await h.call_tool(
-        agent, "terminal_send", {"sessionId": sid, "text": f"seq 1 {SEQ_LINES}", "timeoutMs": 120_000}
+        agent,
+        "terminal_send",
+        {"sessionId": sid, "text": f"seq 1 {SEQ_LINES}", "timeoutMs": 120_000},
     )
     assert not sent.is_error, sent.text
     cpu = time.process_time() - cpu
@@ -114,7 +116,9 @@ async def _page_latency(samples: int) -> dict[str, Any]:
 
                     await page.evaluate(_OBSERVE, marker)
                     stop = tapped.follow(seen, lambda: None)
-                    await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": f"echo lat-$(({n}+0))x"})
+                    await h.call_tool(
+                        agent, "terminal_send", {"sessionId": sid, "text": f"echo lat-$(({n}+0))x"}
+                    )
                     stop()
                     await until(page, f"window.__painted['{marker}']")
                     latencies.append(await page.evaluate(f"window.__painted['{marker}']") - at[0])

@@ -110,6 +110,35 @@ async def test_a_recording_plays_to_its_end_and_the_overview_follows_sessions(
                 )
                 assert (await page.evaluate("location.hash")) == f"#t={moments[pick]}"
 
+                # Without the browser files the watch page is the text view, and works.
+                await _text_view_works(page, tmp_path)
+
+
+async def _text_view_works(page: Any, tmp_path: Path) -> None:
+    empty = tmp_path / "no-assets"
+    empty.mkdir()
+    config = full_access(str(tmp_path), human={"assets_dir": str(empty)})
+    async with Harness(config=config) as h:
+        agent = h.create_agent("b")
+        sid = (await call_value(h, agent, "terminal_open", {}))["sessionId"]
+        await call_value(
+            h, agent, "terminal_send", {"sessionId": sid, "text": "echo as-$((7))-text"}
+        )
+        link = await call_value(h, agent, "terminal_watch", {"sessionId": sid, "control": True})
+        await page.goto(link["url"])
+        assert await page.get_attribute("#mode", "data-mode") == "text"
+        text = "document.getElementById('terminal').textContent"
+        await until(page, f"{text}.includes('as-7-text')")
+        await page.click("#take-control")
+        await until(page, "document.body.dataset.control === 'person'")
+        await page.click("#terminal")
+        await page.keyboard.type("echo typed-$((8))")
+        await page.keyboard.press("Enter")
+        await until(page, f"{text}.includes('\\ntyped-8')")
+        await page.click("#hand-back")
+        await until(page, "document.body.dataset.control === 'agent'")
+        await page.screenshot(path=str(artifact("text-view.png")))
+
 
 async def test_the_operator_pages_keep_the_watch_links_promises(tmp_path: Path) -> None:
     with anyio.fail_after(BOUND_S):

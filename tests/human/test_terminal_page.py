@@ -181,9 +181,11 @@ async def test_the_watch_page_is_the_sessions_own_terminal(tmp_path: Path) -> No
                     posted: list[str] = []
                     page.on(
                         "request",
-                        lambda r: posted.append(json.loads(r.post_data or "{}").get("data", ""))
-                        if r.url.endswith("/keys")
-                        else None,
+                        lambda r: (
+                            posted.append(json.loads(r.post_data or "{}").get("data", ""))
+                            if r.url.endswith("/keys")
+                            else None
+                        ),
                     )
                     # Queries in the output are the harness's to answer, never the page's.
                     await page.evaluate(
