@@ -24,7 +24,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from dsh_terminal_core.kernel.harness import Harness  # noqa: E402
+from dsh_terminal_core.kernel.harness import Harness
 
 SEQ_LINES = 200_000
 ECHOES = 50
