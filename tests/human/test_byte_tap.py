@@ -109,3 +109,26 @@ async def test_a_late_replay_of_a_screen_session_is_drawn_from_its_screen_model(
             await call_value(
                 h, agent, "terminal_send", {"sessionId": sid, "keys": [":q!", "Enter"]}
             )
+
+
+async def test_the_terminals_paths_answer_only_a_live_link(tmp_path: Path) -> None:
+    with anyio.fail_after(60):
+        async with Harness(config=full_access(str(tmp_path))) as h:
+            agent = h.create_agent("a")
+            sid = (await call_value(h, agent, "terminal_open", {}))["sessionId"]
+            short = await call_value(h, agent, "terminal_watch", {"sessionId": sid, "ttlS": 1})
+            url = short["url"]
+            live = await request("GET", url + "/asset/xterm.css")
+            assert live.status == (200 if h.ctx.human.web_assets() else 404)
+            # Only GET, only the pinned names; a cross-site post to them is nothing.
+            for path, method in (("/stream", "POST"), ("/asset/xterm.js", "POST")):
+                refused = await request(
+                    method, url + path, {"data": "x"}, headers={"Origin": "http://evil.example"}
+                )
+                assert refused.status == 404 and refused.body == b""
+            with anyio.fail_after(5):
+                while any(link.live for link in h.ctx.human.links_of(agent, sid)):
+                    await anyio.sleep(0.05)
+            for path in ("", "/stream", "/events", "/asset/xterm.js"):
+                gone = await request("GET", url + path)
+                assert gone.status == 404 and gone.body == b"", path
