@@ -222,6 +222,32 @@ async def test_the_watch_page_is_the_sessions_own_terminal(tmp_path: Path) -> No
                     assert quit_["waitReason"] == "stdin_read"
                     await _page_matches_model(page, h, agent, sid)
 
+                # A page opened after older output was cut: drawn from the screen model.
+                if await _have("vim"):
+                    await _late_page_matches_model(page, tmp_path)
+
+
+async def _late_page_matches_model(page: Any, tmp_path: Path) -> None:
+    config = full_access(str(tmp_path), human={"replay_bytes": 4096})
+    async with Harness(config=config) as h:
+        agent = h.create_agent("b")
+        opened = await call_value(
+            h, agent, "terminal_open", {"screen": True, "rows": 24, "cols": 80}
+        )
+        sid = opened["sessionId"]
+        await call_value(h, agent, "terminal_send", {"sessionId": sid, "text": "seq 1 5000"})
+        await call_value(
+            h, agent, "terminal_send", {"sessionId": sid, "text": "vim -u NONE -N late.txt"}
+        )
+        assert h.ctx.human.tap.of(sid).dropped > 0
+        link = await call_value(h, agent, "terminal_watch", {"sessionId": sid})
+        await page.goto(link["url"])
+        await until(page, "window.dshTerm")
+        assert (await _page_matches_model(page, h, agent, sid))["alternate"]
+        assert await page.is_visible("#cut")
+        await page.screenshot(path=str(artifact("terminal-late-replay.png")))
+        await call_value(h, agent, "terminal_send", {"sessionId": sid, "keys": [":q!", "Enter"]})
+
 
 async def _have(program: str) -> bool:
     return not needs(program).args[0]
