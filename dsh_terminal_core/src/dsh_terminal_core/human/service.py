@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -28,9 +29,12 @@ from ..kernel.agents import Agent
 from ..kernel.errors import TerminalError
 from ..registry import HumanReport, RawInputSession, TerminalSessionService
 from ..registry.control import State
+from .operator import WATCH_PREFIX, OperatorLinks, OverviewLink, RecordingLink
 
 if TYPE_CHECKING:
     from .app import WatchApp
+    from .assets import WebAssets
+    from .bytetap import ByteTap
     from .loopback import LoopbackServer
 
 __all__ = [
@@ -53,7 +57,6 @@ MAX_TTL_S = 86400.0
 MIN_TTL_S = 1.0
 ASK_TTL_S = 600.0
 """How long the control link of ``terminal_ask_human`` waits to be used: ten minutes."""
-WATCH_PREFIX = "/watch/"
 
 AskOutcome = Literal["handed_back", "declined", "expired", "unavailable"]
 Shown = Literal["accept", "decline", "cancel", "unavailable"]
@@ -120,6 +123,19 @@ class HumanService:
         self._control_pages: dict[tuple[Agent, str], int] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        #: The sessions' bytes for the browser terminal (SPEC §31); set by the plugin.
+        self.tap: ByteTap | None = None
+        #: Where the browser assets are (None: :func:`.assets.default_dir`).
+        self.assets_dir: str | None = None
+        self._assets: WebAssets | None = None
+        #: The operator's links: recordings and overviews.
+        self.operator = OperatorLinks()
+        #: A live session's recording file, by session id (the recording plugin's).
+        self.find_recording: Callable[[str], str | None] = _none
+        #: The audit log's file, when one is kept.
+        self.find_audit: Callable[[], str | None] = _no_audit
+        # The control link an overview hands out per session, kept so it is made once.
+        self._overview_links: dict[tuple[str, str], WatchLink] = {}
 
     # -- where pages are served ---------------------------------------------------------
 
@@ -148,6 +164,14 @@ class HumanService:
                 self._loopback = server
             return self._loopback.base_url
 
+    def web_assets(self) -> WebAssets | None:
+        """The installed browser assets (xterm.js, asciinema-player), or None."""
+        if self._assets is None:
+            from .assets import load
+
+            self._assets = load(self.assets_dir)
+        return self._assets
+
     # -- links ----------------------------------------------------------------------------
 
     async def open_link(
@@ -160,10 +184,7 @@ class HumanService:
         """
         if self._closed:
             raise TerminalError("the watch service is closed", "SERVICE_DISPOSING")
-        if not MIN_TTL_S <= ttl_s <= MAX_TTL_S:
-            raise TerminalError(
-                f"ttlS must be from {MIN_TTL_S:g} to {MAX_TTL_S:g} seconds", "INVALID_ARGUMENT"
-            )
+        _check_ttl(ttl_s)
         session = self.terminals.get_session(owner, session_id)  # authorizes
         if control and not isinstance(session, RawInputSession):
             raise TerminalError(
@@ -178,6 +199,90 @@ class HumanService:
         link._timer = asyncio.get_running_loop().call_later(ttl_s, self._expire, link)
         self._links[link.token] = link
         return link
+
+    # -- the operator's links (SPEC §31) ------------------------------------------------
+
+    async def open_recording(
+        self, path: str, *, ttl_s: float | None = DEFAULT_TTL_S, audit: str | None = None
+    ) -> RecordingLink:
+        """A link to a page that plays the asciicast file ``path``.
+
+        ``audit``: an audit log whose entries about the recorded session the page lists,
+        each a link to its moment (default: the harness's own audit log, if kept).
+        """
+        _check_ttl(ttl_s)
+        if not os.path.isfile(path):
+            raise TerminalError(f"no recording at {path!r}", "INVALID_ARGUMENT")
+        return await self._recording_link(path, ttl_s, audit)
+
+    async def _recording_link(
+        self, path: str, ttl_s: float | None, audit: str | None
+    ) -> RecordingLink:
+        audit = audit if audit is not None else self.find_audit()
+        link = RecordingLink(await self._base(), ttl_s, os.path.abspath(path), audit)
+        self.operator.add(link)
+        return link
+
+    async def open_session_recording(
+        self, owner: Agent, session_id: str, *, ttl_s: float | None = DEFAULT_TTL_S
+    ) -> RecordingLink:
+        """A recording link for ``owner``'s live recorded session (else ``UNSUPPORTED``)."""
+        self.terminals.get_session(owner, session_id)  # authorizes
+        path = self.find_recording(session_id)
+        if path is None:
+            raise TerminalError(
+                f"session {session_id} is not recorded (the operator sets recording.dir)",
+                "UNSUPPORTED",
+            )
+        _check_ttl(ttl_s)
+        # The recorder may not have made the file yet; the page reads it when asked.
+        return await self._recording_link(path, ttl_s, None)
+
+    async def open_overview(
+        self,
+        owner: Agent | Callable[[], Agent | None],
+        *,
+        label: str | None = None,
+        ttl_s: float | None = DEFAULT_TTL_S,
+    ) -> OverviewLink:
+        """A link to the page of every live session of an identity: give it to the operator.
+
+        ``owner`` is the identity's agent, or a function that finds its agent now (an
+        HTTP server's identity outlives its agents). ``ttl_s`` None: until the service
+        closes. Never return this to a model: it hands out control links.
+        """
+        _check_ttl(ttl_s)
+        if isinstance(owner, Agent):
+            agent = owner
+            resolve: Callable[[], Agent | None] = lambda: agent if agent.live else None  # noqa: E731
+            label = label or agent.id
+        else:
+            resolve = owner
+        link = OverviewLink(await self._base(), ttl_s, label or "agent", resolve)
+        self.operator.add(link)
+        return link
+
+    async def overview_watch_link(
+        self, overview: OverviewLink, owner: Agent, session_id: str
+    ) -> WatchLink:
+        """The control link (read-only if control is impossible) an overview shows."""
+        key = (overview.token, session_id)
+        link = self._overview_links.get(key)
+        if link is not None and link.live and link.owner is owner:
+            return link
+        ttl = DEFAULT_TTL_S
+        if overview.expires_at is not None:
+            ttl = max(MIN_TTL_S, min(MAX_TTL_S, overview.expires_at - time.time()))
+        control = isinstance(self.terminals.get_session(owner, session_id), RawInputSession)
+        link = await self.open_link(owner, session_id, control=control, ttl_s=ttl)
+        self._overview_links[key] = link
+        return link
+
+    def forget_overview_links(self, overview: OverviewLink, keep: set[str]) -> None:
+        """Drop the kept links of sessions an overview no longer lists."""
+        for key in [k for k in self._overview_links if k[0] == overview.token]:
+            if key[1] not in keep:
+                del self._overview_links[key]
 
     def find(self, token: str) -> WatchLink | None:
         """The live link with this token, or None (unknown, expired, or its session gone)."""
@@ -345,6 +450,8 @@ class HumanService:
         self._closed = True
         for link in list(self._links.values()):
             self._forget(link, "closed")
+        self.operator.clear()
+        self._overview_links.clear()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=5)
         if self._app is not None:
@@ -352,3 +459,18 @@ class HumanService:
         server, self._loopback = self._loopback, None
         if server is not None:
             await server.aclose()
+
+
+def _check_ttl(ttl_s: float | None) -> None:
+    if ttl_s is not None and not MIN_TTL_S <= ttl_s <= MAX_TTL_S:
+        raise TerminalError(
+            f"ttlS must be from {MIN_TTL_S:g} to {MAX_TTL_S:g} seconds", "INVALID_ARGUMENT"
+        )
+
+
+def _none(_session_id: str) -> str | None:
+    return None
+
+
+def _no_audit() -> str | None:
+    return None

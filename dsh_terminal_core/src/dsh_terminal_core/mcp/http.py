@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import logging
 import socket
@@ -286,6 +287,7 @@ async def _serve(
         human = harness.ctx.human if harness.ctx.has("human") else None
         if human is not None:  # watch links on this server's own address (SPEC §22)
             human.serve_at(public_base(options.bind, port))
+            await _overview_links(human, identities, options)
         gateway = _Gateway(manager, options.tokens, identities, stop, human)
         http = _http_server(gateway, on_started=lambda: _listening(options, port))
         status = 0
@@ -358,6 +360,18 @@ def _announce(harness: Harness, options: HttpOptions, profile: str) -> None:
     warning = sandbox_warning(harness, probe)
     if warning is not None:
         log.warning("%s", warning)
+
+
+async def _overview_links(
+    human: HumanService, identities: Identities, options: HttpOptions
+) -> None:
+    """One overview link per identity (SPEC §31), for the operator's eyes only: the log."""
+    agent_ids = options.tokens.agent_ids if options.tokens is not None else (NO_AUTH_AGENT_ID,)
+    for agent_id in agent_ids:
+        link = await human.open_overview(
+            functools.partial(identities.agent, agent_id), label=agent_id, ttl_s=None
+        )
+        log.info("overview of identity %r (for the operator, not a model): %s", agent_id, link.url)
 
 
 def public_base(bind: BindAddress, port: int) -> str:

@@ -87,6 +87,11 @@ class Identities:
         entry.leases += 1
         return Lease(self, entry)
 
+    def agent(self, agent_id: str) -> Agent | None:
+        """The live agent of ``agent_id`` now, or None (never connected, or reaped)."""
+        entry = self._entries.get(agent_id)
+        return entry.agent if entry is not None and entry.agent.live else None
+
     def connected(self, agent_id: str) -> int:
         """How many connections ``agent_id`` has open now (0 when unknown)."""
         entry = self._entries.get(agent_id)

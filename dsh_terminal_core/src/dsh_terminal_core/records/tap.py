@@ -10,22 +10,20 @@ the process is torn down.
 
 from __future__ import annotations
 
-import asyncio
-
-from ..provider.inspector import ReaderWait
-from ..provider.types import ExitStatus, Foreground, OutputHandler, TerminalProcess
+from ..provider.delegating import DelegatingProcess
+from ..provider.types import OutputHandler, TerminalProcess
 from .cast import CastRecording
 
 __all__ = ["RecordingProcess"]
 
 
-class RecordingProcess:
+class RecordingProcess(DelegatingProcess):
     """A :class:`~dsh_terminal_core.provider.TerminalProcess` whose bytes are recorded."""
 
-    __slots__ = ("_inner", "_recording")
+    __slots__ = ("_recording",)
 
     def __init__(self, inner: TerminalProcess, recording: CastRecording) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._recording = recording
 
     @property
@@ -67,71 +65,3 @@ class RecordingProcess:
         await self._inner.terminate()
         self._recording.close()
         await self._recording.wait_closed()
-
-    # -- the rest, as the process itself --------------------------------------------------
-
-    @property
-    def pid(self) -> int:
-        return self._inner.pid
-
-    @property
-    def done(self) -> asyncio.Future[ExitStatus]:
-        return self._inner.done
-
-    @property
-    def exact_input_probe(self) -> bool:
-        return self._inner.exact_input_probe
-
-    def inspect_foreground(self) -> Foreground | None:
-        return self._inner.inspect_foreground()
-
-    def terminal_modes(self) -> tuple[bool, bool] | None:
-        return self._inner.terminal_modes()
-
-    def foreground_pgid(self) -> int | None:
-        return self._inner.foreground_pgid()
-
-    def pending_output(self) -> int:
-        return self._inner.pending_output()
-
-    def drain_output(self) -> None:
-        self._inner.drain_output()
-
-    def unread_input(self) -> int | None:
-        return self._inner.unread_input()
-
-    def flush_input(self) -> bool:
-        return self._inner.flush_input()
-
-    def wake_count(self, pid: int) -> int | None:
-        return self._inner.wake_count(pid)
-
-    def quietly_asleep(self, pid: int) -> bool | None:
-        return self._inner.quietly_asleep(pid)
-
-    def run_stamp(self, pid: int) -> bytes | None:
-        return self._inner.run_stamp(pid)
-
-    def ran_since(self, pid: int, stamp: bytes) -> bool:
-        return self._inner.ran_since(pid, stamp)
-
-    def executable_id(self, pid: int) -> tuple[int, int] | None:
-        return self._inner.executable_id(pid)
-
-    def has_children(self, pid: int) -> bool | None:
-        return self._inner.has_children(pid)
-
-    def sole_member(self, pgid: int) -> bool:
-        return self._inner.sole_member(pgid)
-
-    def is_reading_terminal(self, pid: int) -> bool:
-        return self._inner.is_reading_terminal(pid)
-
-    def reader_wait(self, pid: int) -> ReaderWait | None:
-        return self._inner.reader_wait(pid)
-
-    def set_shell_process_group(self, pgid: int) -> None:
-        self._inner.set_shell_process_group(pgid)
-
-    def signal_foreground(self, sig: str, expected_pgid: int | None = None) -> int:
-        return self._inner.signal_foreground(sig, expected_pgid)
