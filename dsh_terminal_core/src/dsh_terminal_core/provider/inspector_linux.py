@@ -66,6 +66,7 @@ from .channels import ChannelJudge
 from .inspector import PollingWait, ReaderWait, TerminalIdentity
 from .look import SHORT_WAIT_NS, Look
 from .lookparts import GENERAL, Handover, Polled
+from .partners import PartnerJudge
 from .procfiles import KeptFiles, ProcessFiles
 from .procfs import PROC, iter_pids, read_bytes, read_stat
 from .syscalls import SyscallTable, Wait, current_table
@@ -98,6 +99,7 @@ class LinuxStdinProbe:
         self._proc = proc
         self._channels = channels if channels is not None else ChannelJudge(proc)
         self._elf64: dict[tuple[int, int, int], bool] = {}
+        self._partners = PartnerJudge(self)
 
     # What a :class:`.look.Look` reads through (its :class:`.look.LookContext`); a look is
     # only made where the table exists.
@@ -274,17 +276,23 @@ class LinuxStdinProbe:
         found = self._member_wait(pgid, terminal, leader=True, polling=polling)
         if isinstance(found, ReaderWait):
             return found
+        members = [pgid]
         if sole_member(pgid):
             # A group of its leader alone (a command printing output, say) has no other
             # member to find: a few reads instead of a scan of every process. Were a
             # member missed (an orphan of the leader's still in its group), the answer
             # would be "not reading", which never settles a send wrongly.
-            return self._polling_wait(found) if found is not None else None
-        for pid in sorted(self._members(pgid)):
-            member = self._member_wait(pid, terminal, leader=False)
-            if isinstance(member, ReaderWait):
-                return member
-        return None
+            if found is not None:
+                return self._polling_wait(found)
+        else:
+            for pid in sorted(self._members(pgid)):
+                member = self._member_wait(pid, terminal, leader=False)
+                if isinstance(member, ReaderWait):
+                    return member
+                members.append(pid)
+        # No member reads the terminal alone: it may wait for keys together with the
+        # processes it waits on (mc's subshell, a nested tmux's server, screen's backend).
+        return self._partners.group_wait(members, terminal)
 
     def _member_wait(
         self, pid: int, terminal: TerminalIdentity, *, leader: bool, polling: bool = False

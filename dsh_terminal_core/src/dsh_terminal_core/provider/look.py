@@ -150,7 +150,7 @@ class Look:
             )
         return None
 
-    def all_threads(self, tids: list[str]) -> Threads | None:
+    def all_threads(self, tids: list[str], *, on_terminal: bool = True) -> Threads | None:
         """Judge a threaded process whole: every thread asleep, none with a wake-up coming.
 
         Returns None unless every thread in ``tids`` is asleep (state ``S``) with no
@@ -158,7 +158,9 @@ class Look:
         process itself can end (see the module docstring), with none of its own
         descriptors readable, and no thread ran between the first stamp read and the
         last. Some thread must wait on the terminal: in a proof wait (``reading``), or
-        in a wait that fails only by its short timeout (``polled_ns``).
+        in a wait that fails only by its short timeout (``polled_ns``) — unless
+        ``on_terminal`` is False (a process of a set looked at together, :mod:`.partners`,
+        where another may be the one reading).
         """
         stamps = [self.runs(tid) for tid in tids]
         if any(stamp is None for stamp in stamps):
@@ -174,7 +176,7 @@ class Look:
             elif kind > 0:
                 polled = kind if polled is None else min(polled, kind)
         after = [self.runs(tid) for tid in tids]
-        if after != stamps or (not reading and polled is None):
+        if after != stamps or (on_terminal and not reading and polled is None):
             return None
         known = [stamp for stamp in stamps if stamp is not None]
         wakes = [wakes_in(stamp) for stamp in known]
@@ -244,7 +246,10 @@ class Look:
         short = timeout is not None and timeout <= SHORT_WAIT_NS
         if short and (not terminal or timeout is None or timeout <= 0):
             return None
-        if not self._channels.only_own(self._files, waits.wakes, self.refers):
+        if not self._channels.only_own(self._files, waits.wakes, self.refers) and (
+            self._partners is None
+            or not self._partners.accept(self._files, waits.wakes, self.refers)
+        ):
             return None
         if has_pending_wakeup(
             self._files, waits.wakes, self.refers, self._channels.peers, SHORT_WAIT_NS
