@@ -33,7 +33,7 @@ from collections.abc import Iterator
 
 import attrs
 
-__all__ = ["PtyState", "borrowed", "pty_state", "socket_peer_pid"]
+__all__ = ["PtyState", "borrowed", "drained_pipe", "pty_state", "socket_peer_pid"]
 
 _PIDFD_GETFD = 438  # the same number on every architecture (asm-generic and x86_64)
 _TIOCGPTPEER = 0x5441
@@ -81,6 +81,30 @@ def _borrow(pid: int, fd: int) -> int | None:
     finally:
         os.close(pidfd)
     return copy if copy >= 0 else None
+
+
+def drained_pipe(pid: int, fd: int) -> bool:
+    """True if ``pid``'s ``fd`` is a pipe's read end that is empty with no writer left.
+
+    Such a pipe reports a hang-up and nothing to read: nothing can ever arrive on it (a
+    pipeline's first stage has exited, ``seq 100 | fzf``). Asked through a copy, since
+    opening it again through ``/proc`` would make this process a reader of it.
+    """
+    with borrowed(pid, fd) as copy:
+        if copy is None:
+            return False
+        try:
+            if fcntl.fcntl(copy, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY:
+                return False  # a write end
+            poller = select.poll()
+            poller.register(copy, select.POLLIN)
+            events = [event for _fd, event in poller.poll(0)]
+        except OSError:
+            return False
+        hung_up = bool(events) and all(
+            event & select.POLLHUP and not event & select.POLLIN for event in events
+        )
+        return hung_up and _count(copy) == 0
 
 
 def socket_peer_pid(sock: int) -> int | None:

@@ -62,6 +62,7 @@ from collections.abc import Iterable
 from typing import Literal
 
 from . import lookparts as parts
+from .borrow import drained_pipe
 from .channels import ChannelJudge
 from .inspector import PollingWait, ReaderWait, TerminalIdentity
 from .look import SHORT_WAIT_NS, Look
@@ -290,6 +291,12 @@ class LinuxStdinProbe:
                 if isinstance(member, ReaderWait):
                     return member
                 members.append(pid)
+            if polling and len(members) == 2 and read_stat(pgid, self._proc) is None:
+                # The leader has exited and one process is left (``seq 100 | fzf`` once
+                # seq is done): that process is the group alone, and may be polling.
+                alone = self._member_wait(members[1], terminal, leader=True, polling=True)
+                if isinstance(alone, Look):
+                    return self._polling_wait(alone)
         # No member reads the terminal alone: it may wait for keys together with the
         # processes it waits on (mc's subshell, a nested tmux's server, screen's backend).
         return self._partners.group_wait(members, terminal)
@@ -398,6 +405,9 @@ class LinuxStdinProbe:
             st = files.stat(fd)
             if st is not None and stat.S_ISCHR(st.st_mode) and st.st_rdev in _INERT_DEVICES:
                 continue
+            link = files.link(fd)
+            if link is not None and link.startswith("pipe:[") and drained_pipe(files.pid, fd):
+                continue  # its writers are gone and it is empty: nothing can come (seq | fzf)
             others.append(fd)
         return self._channels.only_own(files, others, look.refers)
 

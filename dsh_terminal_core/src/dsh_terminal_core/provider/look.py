@@ -43,6 +43,7 @@ _FUTEX_CLOCK_REALTIME = 256
 _FUTEX_RELATIVE = frozenset({0})  # FUTEX_WAIT
 _FUTEX_ABSOLUTE = frozenset({9, 11, 13})  # WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2
 _FUTEX_LOCK_PI = 6  # absolute, always CLOCK_REALTIME
+_TIMER_ABSTIME = 1  # clock_nanosleep's flag for an absolute time
 
 
 class LookContext(Protocol):
@@ -95,6 +96,8 @@ class Look:
         # Asked for polling waits: the main thread's is kept in ``polled`` when found.
         self._polling = polling
         self.polled: Polled | None = None
+        # The longest short sleep of a thread elsewhere seen by :meth:`all_threads`.
+        self._short_sleep = 0
 
     @property
     def files(self) -> ProcessFiles:
@@ -167,6 +170,7 @@ class Look:
             return None
         reading = False
         polled: int | None = None
+        self._short_sleep = 0
         for tid in tids:
             kind = self._thread_wait(tid)
             if kind is None:
@@ -175,6 +179,12 @@ class Look:
                 reading = True
             elif kind > 0:
                 polled = kind if polled is None else min(polled, kind)
+        if self._short_sleep and (reading or polled is not None):
+            # A thread that wakes by itself soon (Go's runtime ticks every 100 ms) makes
+            # the process a poller at best: proof of nothing at one look, judged over
+            # several by the recurring-poll rule, each look after the longest such wait.
+            reading = False
+            polled = max(polled or 0, self._short_sleep)
         after = [self.runs(tid) for tid in tids]
         if after != stamps or (on_terminal and not reading and polled is None):
             return None
@@ -224,7 +234,12 @@ class Look:
             return None
         number, args = found
         if number == self._table.futex:
-            return -1 if self._futex_waits_long(args) else None
+            if self._futex_waits_long(args):
+                return -1
+            return self._sleeps_short(self._futex_timeout(args))
+        sleep = self._table.sleeps.get(number)
+        if sleep is not None:
+            return self._sleeps_short(self._sleep_ns(args, sleep))
         signal_wait = self._table.signal_waits.get(number)
         if signal_wait is not None:
             # No signal is queued (checked above): it sleeps until one is sent.
@@ -258,6 +273,26 @@ class Look:
         if not terminal:
             return -1
         return timeout if short and timeout is not None else 0
+
+    def _sleeps_short(self, timeout_ns: int | None) -> int | None:
+        """A thread asleep elsewhere until a short, known timeout: noted for
+        :meth:`all_threads` (-1, asleep elsewhere), or None when the timeout is unknown."""
+        if timeout_ns is None or not 0 < timeout_ns <= SHORT_WAIT_NS:
+            return None
+        self._short_sleep = max(self._short_sleep, timeout_ns)
+        return -1
+
+    def _futex_timeout(self, args: list[int]) -> int | None:
+        """The relative timeout (ns) a plain ``FUTEX_WAIT`` asked for; None otherwise."""
+        if (args[1] & 0xFFFFFFFF) & _FUTEX_CMD_MASK not in _FUTEX_RELATIVE or args[3] == 0:
+            return None
+        return self._timespec_ns(args[3])
+
+    def _sleep_ns(self, args: list[int], index: int) -> int | None:
+        """How long a ``nanosleep`` or relative ``clock_nanosleep`` asked to sleep."""
+        if index == 2 and args[1] & _TIMER_ABSTIME:
+            return None
+        return self._timespec_ns(args[index])
 
     def _futex_waits_long(self, args: list[int]) -> bool:
         """A ``futex`` sleep with no timeout, or one further away than :data:`SHORT_WAIT_NS`."""
