@@ -289,10 +289,15 @@ class Look:
         return self._timespec_ns(args[3])
 
     def _sleep_ns(self, args: list[int], index: int) -> int | None:
-        """How long a ``nanosleep`` or relative ``clock_nanosleep`` asked to sleep."""
-        if index == 2 and args[1] & _TIMER_ABSTIME:
+        """How long a ``nanosleep`` or relative ``clock_nanosleep`` asked to sleep, or how
+        long an absolute ``clock_nanosleep`` (Python's ``time.sleep``) has left."""
+        asked = self._timespec_ns(args[index])
+        if asked is None or index != 2 or not args[1] & _TIMER_ABSTIME:
+            return asked
+        try:
+            return asked - time.clock_gettime_ns(args[0] & 0xFFFFFFFF)
+        except OSError:
             return None
-        return self._timespec_ns(args[index])
 
     def _futex_waits_long(self, args: list[int]) -> bool:
         """A ``futex`` sleep with no timeout, or one further away than :data:`SHORT_WAIT_NS`."""
