@@ -42,7 +42,13 @@ wait on the process's own descriptors with none of them readable (:mod:`.wakeups
 timeout within :data:`SHORT_WAIT_NS`, a ``futex`` (a thread waiting for another of its
 threads, all of which are asleep too) or a wait for a signal (none queued; vim's timer
 thread), each with no such timeout. Every thread's run stamp is
-read before the look and again after it: unchanged, no thread ran while we looked.
+read before the look and again after it: unchanged, no thread ran while we looked. A
+thread asleep elsewhere until a short, known timeout (Go's runtime ticks every 100 ms)
+makes the process a poller: judged over several looks, never proof at one.
+
+When no member of the foreground group reads the terminal by itself, the group may wait
+for keys together with the processes it waits on (mc's subshell, a nested tmux's server,
+screen's backend): :class:`.partners.PartnerJudge` judges that whole set.
 
 Every positive answer is confirmed by the thread's scheduler statistics, read before its
 syscall line and again at the end: if the thread ran while we looked (it may re-enter
