@@ -179,6 +179,8 @@ class Look:
                 reading = True
             elif kind > 0:
                 polled = kind if polled is None else min(polled, kind)
+        if self._short_sleep and not on_terminal:
+            return None  # in a set looked at together, a thread about to wake is not quiet
         if self._short_sleep and (reading or polled is not None):
             # A thread that wakes by itself soon (Go's runtime ticks every 100 ms) makes
             # the process a poller at best: proof of nothing at one look, judged over
