@@ -22,7 +22,7 @@ then leaves the program as a person would. Run it with ``PYTHONPATH`` pointing a
 another checkout's ``*/src`` folders to measure that code in the same minutes.
 
 ``--partner-rounds N`` runs, inside mc (its subshell), a nested tmux and a nested
-screen, N commands ``sleep 0.3; echo I > FILE`` and counts the settles that say
+screen, N commands ``sleep 0.9; echo I > FILE`` and counts the settles that say
 ``stdin_read`` before the file was written (wrong), and how each settled.
 """
 
@@ -234,7 +234,7 @@ async def partner_rounds(rounds: int, workdir: Path) -> list[tuple[str, int, Cou
             reasons: Counter[str] = Counter()
             for i in range(rounds):
                 mark = workdir / f"{needs}-mark{i}"
-                value, took = await _send(h, agent, sid, text=f"sleep 0.3; echo {i} > {mark}")
+                value, took = await _send(h, agent, sid, text=f"sleep 0.9; echo {i} > {mark}")
                 reasons[value["waitReason"]] += 1
                 if value["waitReason"] == "stdin_read" and not mark.exists():
                     wrong += 1

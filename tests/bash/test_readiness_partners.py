@@ -6,7 +6,8 @@ a terminal of its own, a socket to a server. The exact tier judges the whole set
 (``provider/partners.py``); these are the real programs in real screen sessions, with
 production timing defaults. Each must settle ``stdin_read`` (before, the silence tier
 answered ``inferred_idle`` after 3 s), and must never do so while a command typed into
-it is still running: ``sleep 0.3; echo N > file`` settles only with the file written.
+it is still running: ``sleep 0.9; echo N > file`` settles only with the file written (a sleep
+shorter than a second is a wait that ends by itself, never quiet).
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ async def _exactly_and_never_early(
     reasons = []
     for i in range(ROUNDS):
         mark = tmp_path / f"mark{i}"
-        ran = await _send(h, agent, sid, text=f"sleep 0.3; echo {i} > {mark}")
+        ran = await _send(h, agent, sid, text=f"sleep 0.9; echo {i} > {mark}")
         reasons.append(ran["waitReason"])
         if ran["waitReason"] == "stdin_read":
             assert mark.exists(), f"round {i}: stdin_read before the command ran"
