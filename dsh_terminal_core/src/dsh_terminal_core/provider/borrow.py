@@ -16,7 +16,8 @@ the master's holder has not read (the master polled first, so work in flight ins
 PTY layer is flushed before the count, as :mod:`.ptyio` does for the session's own
 master); bytes written to the master that no inner program has read (the slave's input
 queue, through a peer opened with ``TIOCGPTPEER``, ``O_NOCTTY``); the inner terminal's
-foreground group (``TIOCGPGRP`` on the master answers for the slave); and the slave's identity, to know its descriptors in other processes.
+foreground group (``TIOCGPGRP`` on the master answers for the slave); and the slave's
+identity, to know its descriptors in other processes.
 """
 
 from __future__ import annotations

@@ -62,8 +62,6 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
-import struct
-import time
 from collections.abc import Iterable
 from typing import Literal
 
