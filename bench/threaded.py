@@ -3,6 +3,7 @@
     python3 bench/threaded.py --nvim-rounds 200            # wrong settles of nvim, quiet
     python3 bench/threaded.py --nvim-rounds 200 --load 2   # with two CPU spinners
     python3 bench/threaded.py --programs                   # wait reason and time per program
+    python3 bench/threaded.py --partner-rounds 20          # mc, tmux, screen: never early
 
 Why it exists: nvim's input thread goes back to its wait on the terminal before its main
 thread has run the keys it passed on, and a send once settled there (``:q!`` answered
@@ -14,9 +15,15 @@ exit code or with nvim still on the alternate screen. ``--load N`` runs N ``yes`
 writing to ``/dev/null`` for the whole run (killed and reaped at the end).
 
 ``--programs`` opens one fresh screen session per program (mc with and without its
-subshell, nested tmux and GNU screen, a Textual app, ipython, nvim, ``watch -n 1 date``,
-``tail -f`` of a log written every 0.3 s), starts it, presses one key that redraws, and prints each send's wait reason and
-wall time (and ``periodic``), then leaves the program as a person would.
+subshell, nested tmux and GNU screen, a Textual app, ipython, nvim, fzf, ``watch -n 1
+date``, ``tail -f`` of a log written every 0.3 s), starts it, presses one key that
+redraws (twice), and prints each send's wait reason and wall time (and ``periodic``),
+then leaves the program as a person would. Run it with ``PYTHONPATH`` pointing at
+another checkout's ``*/src`` folders to measure that code in the same minutes.
+
+``--partner-rounds N`` runs, inside mc (its subshell), a nested tmux and a nested
+screen, N commands ``sleep 0.9; echo I > FILE`` and counts the settles that say
+``stdin_read`` before the file was written (wrong), and how each settled.
 """
 
 from __future__ import annotations
@@ -113,22 +120,38 @@ def _programs(workdir: Path) -> list[tuple[str, str | None, list[dict[str, Any]]
             [{"text": f"nvim --clean -n {workdir / 'f.txt'}"}, {"text": "ihello", "submit": False}],
             {"keys": ["Escape", ":", "q", "!", "Enter"]},
         ),
-        ("mc -u (no subshell)", "mc", [{"text": "mc -u"}, {"keys": ["Down"]}], {"keys": ["F10"]}),
-        ("mc (subshell)", "mc", [{"text": "mc"}, {"keys": ["Down"]}], {"keys": ["F10"]}),
+        (
+            "mc -u (no subshell)",
+            "mc",
+            [{"text": "mc -u"}, {"keys": ["Down"]}, {"keys": ["Down"]}],
+            {"keys": ["F10"]},
+        ),
+        (
+            "mc (subshell)",
+            "mc",
+            [{"text": "mc"}, {"keys": ["Down"]}, {"keys": ["Down"]}],
+            {"keys": ["F10"]},
+        ),
         (
             "tmux",
             "tmux",
             [
                 {"text": f"tmux -L dsh-bench-{os.getpid()} -f /dev/null new-session"},
                 {"text": "echo hi"},
+                {"text": "echo there"},
             ],
             {"text": "exit"},
         ),
-        ("screen", "screen", [{"text": "screen -q"}, {"text": "echo hi"}], {"text": "exit"}),
+        (
+            "screen",
+            "screen",
+            [{"text": "screen -q"}, {"text": "echo hi"}, {"text": "echo there"}],
+            {"text": "exit"},
+        ),
         (
             "Textual",
             None,
-            [{"text": f"{python} {TEXTUAL_APP}"}, {"keys": ["Down"]}],
+            [{"text": f"{python} {TEXTUAL_APP}"}, {"keys": ["Down"]}, {"keys": ["Down"]}],
             {"keys": ["q"]},
         ),
         (
@@ -137,8 +160,15 @@ def _programs(workdir: Path) -> list[tuple[str, str | None, list[dict[str, Any]]
             [
                 {"text": f"{python} -m IPython --no-banner --HistoryManager.enabled=False"},
                 {"text": "6 * 7"},
+                {"text": "6 * 8"},
             ],
             {"text": "exit"},
+        ),
+        (
+            "fzf",
+            "fzf",
+            [{"text": "seq 100 | fzf"}, {"keys": ["Up"]}, {"keys": ["Up"]}],
+            {"keys": ["Escape"]},
         ),
         ("watch -n 1 date", "watch", [{"text": "watch -n 1 date"}], {"keys": ["C-c"]}),
         (
@@ -175,6 +205,49 @@ async def programs(workdir: Path) -> list[tuple[str, str, str]]:
     return rows
 
 
+def _partners() -> list[tuple[str, str, dict[str, Any], dict[str, Any]]]:
+    """(label, executable, start, quit) of the programs that wait with other processes."""
+    return [
+        ("mc (subshell)", "mc", {"text": "mc"}, {"keys": ["F10"]}),
+        (
+            "tmux",
+            "tmux",
+            {"text": f"tmux -L dsh-bench-{os.getpid()} -f /dev/null new-session"},
+            {"text": "exit"},
+        ),
+        ("screen", "screen", {"text": f"screen -q -S dsh-bench-{os.getpid()}"}, {"text": "exit"}),
+    ]
+
+
+async def partner_rounds(rounds: int, workdir: Path) -> list[tuple[str, int, Counter[str]]]:
+    """Per program: the wrong settles of ``rounds`` commands typed into it, and the reasons."""
+    rows: list[tuple[str, int, Counter[str]]] = []
+    async with Harness(config=CONFIG) as h:
+        agent = h.create_agent("bench-threaded")
+        for label, needs, start, quit_ in _partners():
+            if shutil.which(needs) is None:
+                continue
+            opened = await h.call_tool(agent, "terminal_open", {"screen": True})
+            sid = str(opened.value["sessionId"])
+            await _send(h, agent, sid, **start)
+            wrong = 0
+            reasons: Counter[str] = Counter()
+            for i in range(rounds):
+                mark = workdir / f"{needs}-mark{i}"
+                value, took = await _send(h, agent, sid, text=f"sleep 0.9; echo {i} > {mark}")
+                reasons[value["waitReason"]] += 1
+                if value["waitReason"] == "stdin_read" and not mark.exists():
+                    wrong += 1
+                for _ in range(50):
+                    if mark.exists():
+                        break
+                    await asyncio.sleep(0.1)
+            rows.append((label, wrong, reasons))
+            await _send(h, agent, sid, **quit_)
+            await h.call_tool(agent, "terminal_close", {"sessionId": sid})
+    return rows
+
+
 def _spin(count: int) -> list[subprocess.Popen[bytes]]:
     return [
         subprocess.Popen(["yes"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -186,6 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nvim-rounds", type=int, default=0)
     parser.add_argument("--programs", action="store_true")
+    parser.add_argument("--partner-rounds", type=int, default=0)
     parser.add_argument("--load", type=int, default=0, help="yes >/dev/null processes")
     args = parser.parse_args(argv)
     spinners = _spin(args.load)
@@ -203,6 +277,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.programs:
                 for label, what, result in asyncio.run(programs(Path(tmp))):
                     print(f"{label:22} {what:22} {result}")
+            if args.partner_rounds:
+                rows = asyncio.run(partner_rounds(args.partner_rounds, Path(tmp)))
+                for label, wrong, reasons in rows:
+                    print(
+                        f"{label:16} {args.partner_rounds} commands, load {args.load}: "
+                        f"{wrong} wrong, {dict(sorted(reasons.items()))}"
+                    )
     finally:
         for spinner in spinners:
             spinner.kill()

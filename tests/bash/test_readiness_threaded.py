@@ -185,3 +185,46 @@ async def test_ipython_settles_stdin_read() -> None:
         [{"text": "6 * 7"}],
         {"text": "exit"},
     )
+
+
+@_needs("fzf")
+async def test_fzf_settles_stdin_read_by_its_recurring_poll() -> None:
+    # Go's runtime wakes every 100 ms (its netpoller and sysmon), so fzf is judged by the
+    # recurring-poll rule over every thread; seq has exited, leaving fzf alone in its group
+    # with a drained pipe on its stdin.
+    await _settles_exactly(
+        {"text": "seq 100 | fzf > /dev/null"},
+        [{"keys": ["Up"]}, {"keys": ["Up"]}],
+        {"keys": ["Enter"]},
+    )
+
+
+# A prompt on the main thread while a second thread wakes every 100 ms: idle, or burning
+# 30 ms of CPU after each wake (about 23 % of the time) without printing anything.
+_TICKER = (
+    "import threading, time\n"
+    "def tick():\n"
+    "    while True:\n"
+    "        time.sleep(0.1)\n"
+    "        end = time.monotonic() + {work}\n"
+    "        while time.monotonic() < end: pass\n"
+    "threading.Thread(target=tick, daemon=True).start()\n"
+    "input('ready> ')\n"
+)
+
+
+@pytest.mark.parametrize(("work", "expected"), [(0, "stdin_read"), (0.03, "inferred_idle")])
+async def test_a_thread_waking_on_a_short_timer_is_judged_by_its_busy_share(
+    tmp_path: Path, work: float, expected: str
+) -> None:
+    script = tmp_path / "ticker.py"
+    script.write_text(_TICKER.format(work=work))
+    async with Harness(config=full_access()) as h:
+        agent = h.create_agent("a")
+        opened = await h.call_tool(agent, "terminal_open", {"screen": True})
+        sid = str(opened.value["sessionId"])
+        shown = await _send(h, agent, sid, text=f"{sys.executable} {script}")
+        assert shown["waitReason"] == expected, shown
+        assert "ready>" in str(shown["viewport"])
+        left = await _send(h, agent, sid, text="")
+        assert (left["waitReason"], left["exitCode"]) == ("stdin_read", 0), left

@@ -218,3 +218,18 @@ async def test_task_stop_ends_a_command_that_ignores_ctrl_c() -> None:
         after = await _task_output(h, agent, task_id, block=False)
         assert after["task"]["status"] == "killed"
         assert h.ctx.terminals.list(agent) == []  # its session, and the sleep, are gone
+
+
+async def test_a_command_redrawing_on_a_clock_is_interrupted_without_waiting_its_timeout() -> None:
+    """A program printing on a beat and never reading keys never finishes: at its
+    ``periodic`` settle it gets Ctrl-C, instead of at the 120 s bound."""
+    beat = "python3 -u -c 'import time\nwhile True: print(time.time()); time.sleep(0.3)'"
+    async with Harness(config=full_access(**{"tool-terminal": CLAUDE})) as h:
+        agent = h.create_agent("a")
+        result = await _bash(h, agent, beat)
+        value = result.value
+        assert value["periodic"] is True and value["interrupted"] is True, value
+        assert value["exitCode"] == 130, value
+        assert "periodic" in value["returnCodeInterpretation"], value
+        after = await _bash(h, agent, "echo next")
+        assert after.value["exitCode"] == 0 and "next" in after.value["stdout"], after.value

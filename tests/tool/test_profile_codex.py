@@ -64,7 +64,7 @@ def _checked(result: ToolResult) -> dict[str, Any]:
     else:
         assert match["sid"] == str(value["session_id"]) and match["exit"] is None
         assert value["sessionId"] == f"pty-{value['session_id']}"
-        assert set(value) == VALUE_KEYS | {"session_id"}
+        assert set(value) - {"periodic"} == VALUE_KEYS | {"session_id"}
     return value
 
 
@@ -265,3 +265,19 @@ async def test_a_cancelled_exec_command_interrupts_and_leaves_no_session() -> No
         with pytest.raises(asyncio.CancelledError):
             await task
         assert _codex_sessions(h, agent) == []
+
+
+# A program that prints on a 0.3 s beat and never reads the terminal (a line session's
+# ``watch`` draws once and then stays silent: TERM=dumb).
+BEAT = "python3 -u -c 'import time\nwhile True: print(time.time()); time.sleep(0.3)'"
+
+
+async def test_a_program_redrawing_on_a_clock_returns_periodic_and_keeps_running() -> None:
+    async with Harness(config=full_access(**{"tool-terminal": CODEX})) as h:
+        agent = h.create_agent("a")
+        result = await h.call_tool(agent, "exec_command", {"cmd": BEAT, "yield_time_ms": 20000})
+        value = _checked(result)
+        assert value["wait_reason"] == "inferred_idle" and value["periodic"] is True, value
+        assert "exit_code" not in value and "session_id" in value, value
+        stopped = await _write(h, agent, value["session_id"], chars="\u0003", yield_time_ms=5000)
+        assert stopped["exit_code"] == 130 and "periodic" not in stopped, stopped

@@ -88,7 +88,7 @@ class BashInput(TypedDict, total=False):
 
 class BashOutput(TypedDict):
     """``BashOutput`` of ``sdk-tools.d.ts`` (the fields this project fills), plus this
-    project's ``exitCode``, ``inputHidden`` and ``sessionId``."""
+    project's ``exitCode``, ``inputHidden``, ``periodic`` and ``sessionId``."""
 
     stdout: str
     stderr: str
@@ -99,6 +99,14 @@ class BashOutput(TypedDict):
         Annotated[int | None, "The command's exit status; null while it has not exited."]
     ]
     inputHidden: NotRequired[Annotated[bool, "The shell waits at a hidden (password) prompt."]]
+    periodic: NotRequired[
+        Annotated[
+            bool,
+            "The command redrew on a clock and never read input (watch, tail -f), so it "
+            "was interrupted instead of waiting out the timeout; run it in the background "
+            "to keep it running.",
+        ]
+    ]
     sessionId: Annotated[str, _SESSION_ID]
 
 
@@ -217,12 +225,22 @@ def claude_tools(
             parts.append(result.viewport)
             text = ""
             # Silence proves nothing: keep waiting, within the bound, as Claude Code waits.
-            if result.wait_reason != WaitReason.INFERRED_IDLE or time.monotonic() >= deadline:
+            # A program redrawing on a clock (periodic) never finishes and never reads the
+            # next command: waiting out the bound would only cost the time.
+            if (
+                result.wait_reason != WaitReason.INFERRED_IDLE
+                or result.periodic
+                or time.monotonic() >= deadline
+            ):
                 break
         # A caller's cancellation already interrupted the command (Ctrl-C) and settled it.
         interrupted = exec_.cancel.cancelled
-        timed_out = result.wait_reason in (WaitReason.TIMEOUT, WaitReason.INFERRED_IDLE)
-        if timed_out:
+        periodic = result.periodic
+        timed_out = not periodic and result.wait_reason in (
+            WaitReason.TIMEOUT,
+            WaitReason.INFERRED_IDLE,
+        )
+        if timed_out or periodic:
             interrupted = True
             await service.signal(exec_.agent, session_id, "SIGINT")
             settle = SendRequest(
@@ -251,6 +269,12 @@ def claude_tools(
                 await service.kill(exec_.agent, session_id, "its shell exited")
             value["returnCodeInterpretation"] = (
                 "the shell exited; the next command starts a new one"
+            )
+        elif periodic:
+            value["periodic"] = True
+            value["returnCodeInterpretation"] = (
+                "Command redraws on a clock and never reads input (periodic), so it was "
+                "interrupted; run it with run_in_background to keep it running"
             )
         elif timed_out:
             value["returnCodeInterpretation"] = f"Command timed out after {limit_ms} ms"

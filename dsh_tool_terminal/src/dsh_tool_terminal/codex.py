@@ -131,9 +131,10 @@ class WriteStdinArgs(TypedDict, total=False):
 
 
 class ExecOutput(TypedDict):
-    """``unified_exec_output_schema`` of Codex, plus three facts of this project's: why the
-    call returned, whether a hidden prompt waits, and the registry's name of the session
-    (what its recording and the audit log say)."""
+    """``unified_exec_output_schema`` of Codex, plus facts of this project's: why the call
+    returned, whether a hidden prompt waits, whether the process is one that redraws on a
+    clock and never reads input, and the registry's name of the session (what its
+    recording and the audit log say)."""
 
     chunk_id: Annotated[str, "Chunk identifier included when the response reports one."]
     wall_time_seconds: Annotated[float, "Elapsed wall time spent waiting for output in seconds."]
@@ -152,6 +153,13 @@ class ExecOutput(TypedDict):
         str, "Why the call returned (this project's readiness: stdin_read, timeout, ...)."
     ]
     input_hidden: Annotated[bool, "The terminal waits at a hidden (password) prompt."]
+    periodic: NotRequired[
+        Annotated[
+            bool,
+            "The process redraws on a clock and never reads input (watch, tail -f): it "
+            "keeps running; poll with empty chars, or send Ctrl-C (\\u0003) to stop it.",
+        ]
+    ]
     sessionId: Annotated[str, "The registry's id of the session (pty-N), as records name it."]
 
 
@@ -277,6 +285,8 @@ def codex_tools(
             "input_hidden": result.input_hidden,
             "sessionId": session_id,
         }
+        if result.periodic:
+            value["periodic"] = True
         exit_code = exit_code_of(result)
         value["wall_time_seconds"] = time.monotonic() - started
         if exit_code is None:

@@ -164,6 +164,19 @@ class ChannelJudge:
             return False
         return True
 
+    @property
+    def lineage(self) -> Lineage:
+        """Who descends from whom (shared with the look at processes joined by channels)."""
+        return self._lineage
+
+    def held_elsewhere(self, own: ProcStat, links: set[str]) -> bool:
+        """True if a relative of ``own`` holds any of ``links``, or that cannot be ruled out."""
+        return self._held_elsewhere(own, links)
+
+    def watched(self, files: ProcessFiles, epfd: int) -> list[int] | None:
+        """The descriptors the epoll instance ``epfd`` watches, armed; None if unreadable."""
+        return self._watched(files, epfd)
+
     def _watched(self, files: ProcessFiles, epfd: int) -> list[int] | None:
         info = files.info(epfd)
         entries = epoll_entries(info) if info is not None else None
@@ -205,6 +218,10 @@ class ChannelJudge:
                 return True
             candidates += ancestors
         descendants = self._lineage.descendants(own.pid, own.starttime)
+        if descendants is not None and len(descendants) > _MAX_RELATIVES:
+            # The list keeps processes that have exited (a login shell's start-up leaves
+            # dozens): only the live ones can hold anything.
+            descendants = [who for who in descendants if self._alive(who)]
         if descendants is None or len(descendants) > _MAX_RELATIVES:
             self._verdicts.pop(key, None)
             return True
@@ -216,6 +233,10 @@ class ChannelJudge:
             holder=holder, last_pid=stamp, checked=checked | frozenset(candidates)
         )
         return holder is not None
+
+    def _alive(self, who: tuple[int, int]) -> bool:
+        now = read_stat(who[0], self._proc)
+        return now is not None and now.starttime == who[1]
 
     def _holds(self, pid: int, links: set[str]) -> bool:
         base = f"{self._proc}/{pid}/fd"

@@ -53,12 +53,16 @@ class SyscallTable:
     ``signal_waits`` are the calls that sleep until a signal comes (glibc's POSIX timer
     thread sits in ``rt_sigtimedwait``), each with the index of its timeout argument (a
     ``struct timespec`` pointer), or -1 for a call that has none.
+    ``sleeps`` are the calls that sleep for a time (``nanosleep``, ``clock_nanosleep``),
+    each with the index of its ``struct timespec`` argument; ``clock_nanosleep`` (index 2)
+    takes its clock and flags in the first two.
     """
 
     machine: str
     waits: dict[int, WaitCall]
     futex: int = -1
     signal_waits: dict[int, int] = attrs.field(factory=dict)
+    sleeps: dict[int, int] = attrs.field(factory=dict)
     tiocgptn: int = 0x80045430
     tiocgptpeer: int = 0x5441
 
@@ -79,6 +83,7 @@ _X86_64 = SyscallTable(
     },
     futex=202,
     signal_waits={128: 2, 34: -1, 130: -1},  # rt_sigtimedwait, pause, rt_sigsuspend
+    sleeps={35: 0, 230: 2},  # nanosleep, clock_nanosleep
 )
 
 # aarch64: include/uapi/asm-generic/unistd.h (no select, poll or epoll_wait here)
@@ -94,6 +99,7 @@ _AARCH64 = SyscallTable(
     },
     futex=98,
     signal_waits={137: 2, 133: -1},  # rt_sigtimedwait, rt_sigsuspend
+    sleeps={101: 0, 115: 2},  # nanosleep, clock_nanosleep
 )
 
 _TABLES = {"x86_64": _X86_64, "amd64": _X86_64, "aarch64": _AARCH64, "arm64": _AARCH64}
