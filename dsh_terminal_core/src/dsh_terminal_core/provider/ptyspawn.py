@@ -85,8 +85,12 @@ async def spawn_pty(
     rows: int,
     cols: int,
     spawner: Spawner = "fork-server",
+    cgroups: Sequence[str] = (),
 ) -> SpawnedPty:
     """Start ``argv`` on a new PTY; the child leads a new session on it.
+
+    ``cgroups``: the ``cgroup.procs`` files the child writes its pid into before it
+    execs (its session's cgroups), so nothing it starts is ever outside them.
 
     The executable is resolved on the child's ``PATH``; ``cwd`` None means this process's
     current directory. With the fork server the loop only prepares a request (in its
@@ -95,13 +99,16 @@ async def spawn_pty(
 
     Raises:
         TerminalError: ``SPAWN_FAILED`` when the executable is missing or not executable,
-            ``cwd`` is unusable, or exec fails; ``HOST_LIMIT`` when no descriptor,
+            ``cwd`` is unusable, or exec fails; ``LIMITS_UNAVAILABLE`` when the child
+            cannot join its cgroups; ``HOST_LIMIT`` when no descriptor,
             pseudo-terminal or process is left (see :mod:`.hostlimits`); no process or
             descriptor is left behind.
     """
     async with loop_turn():
         if spawner != "fork-server" or not _server_supported():
-            return spawn_pty_in_process(argv, cwd=cwd, env=env, rows=rows, cols=cols)
+            return spawn_pty_in_process(
+                argv, cwd=cwd, env=env, rows=rows, cols=cols, cgroups=cgroups
+            )
         executable = _checked(argv, cwd, env)
         if cwd is None:
             try:
@@ -119,6 +126,7 @@ async def spawn_pty(
             rows=rows,
             cols=cols,
             nofile=hostlimits.child_open_file_limit(),
+            cgroups=cgroups,
         )
     served = await fork_server().spawn(request, name=argv[0])
     if served is not None:
@@ -126,7 +134,7 @@ async def spawn_pty(
             pid=served.pid, master_fd=served.master_fd, pidfd=served.pidfd, child=served
         )
     async with loop_turn():
-        return spawn_pty_in_process(argv, cwd=cwd, env=env, rows=rows, cols=cols)
+        return spawn_pty_in_process(argv, cwd=cwd, env=env, rows=rows, cols=cols, cgroups=cgroups)
 
 
 def prestart_server() -> None:
@@ -214,6 +222,7 @@ def spawn_pty_in_process(
     env: Mapping[str, str],
     rows: int,
     cols: int,
+    cgroups: Sequence[str] = (),
 ) -> SpawnedPty:
     """Fork and exec ``argv`` on a new PTY from this process (blocks the calling thread).
 
@@ -227,6 +236,12 @@ def spawn_pty_in_process(
     def prepare_child() -> None:
         # In preexec so a failure is reported through the exec-error pipe, rather than
         # raised inside the forked copy of this interpreter.
+        for procs in cgroups:
+            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, str(os.getpid()).encode())
+            finally:
+                os.close(fd)
         if cwd is not None:
             os.chdir(cwd)
         if nofile is not None:
@@ -240,7 +255,9 @@ def spawn_pty_in_process(
             [executable, *argv[1:]],
             env=dict(env),
             dimensions=(rows, cols),
-            preexec_fn=prepare_child if cwd is not None or nofile is not None else None,
+            preexec_fn=(
+                prepare_child if cwd is not None or nofile is not None or cgroups else None
+            ),
         )
     except BaseException as exc:
         orphan = _TrackedPty._made.instance
