@@ -290,9 +290,11 @@ def supports_kill(directory: str) -> bool:
 
 
 def own_tree_dir(tree: Hierarchy, parent: str | None) -> str:
-    """Where the harness nests its cgroups in ``tree``: its own cgroup, or ``parent``
-    (a cgroup path such as ``/dsh.slice``) when configured."""
-    return tree.own if parent is None else tree.at(parent)
+    """Where the harness nests its cgroups in ``tree``: its own cgroup, or ``parent`` when
+    configured (``/dsh.slice`` from the tree's root; ``outer`` below its own cgroup)."""
+    if parent is None:
+        return tree.own
+    return tree.at(parent) if parent.startswith("/") else os.path.join(tree.own, parent)
 
 
 def is_refusal(exc: OSError) -> bool:

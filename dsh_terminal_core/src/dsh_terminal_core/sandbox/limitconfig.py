@@ -62,10 +62,11 @@ def _check_weight(_inst: object, _attribute: object, value: int | None) -> None:
 def _check_parent(_inst: object, _attribute: object, value: str | None) -> None:
     if value is None:
         return
-    if not isinstance(value, str) or not value.startswith("/") or ".." in value.split("/"):
+    if not isinstance(value, str) or not value.strip("/") or ".." in value.split("/"):
         raise ValueError(
-            f"parent must be a cgroup path such as '/dsh.slice' (as /proc/self/cgroup "
-            f"writes it); got {value!r}"
+            f"parent must be a cgroup path: absolute such as '/dsh.slice' (as "
+            f"/proc/self/cgroup writes it) or relative to the harness's own cgroup; "
+            f"got {value!r}"
         )
 
 
@@ -86,7 +87,8 @@ class OwnerLimitsConfig:
 
     ``cgroups``: ``"auto"`` (explicit limits required, defaults best effort),
     ``"require"`` (everything required, the cgroup teardown included) or ``"off"``.
-    ``parent``: the cgroup the harness nests its own under (default: its own cgroup);
+    ``parent``: the existing cgroup the harness nests its own under, in every tree (default:
+    its own cgroup; a relative path is taken below its own cgroup);
     ``kill_with``: how a session's cgroup is emptied (``"auto"``: ``cgroup.kill`` where
     cgroup v2 is mounted, else the v1 freezer). ``watch_interval_ms``: how often the
     limit counters are read to tell an owner that a limit was enforced.
