@@ -34,6 +34,9 @@ EVENTS: Final[Mapping[str, str]] = MappingProxyType(
         # A person took the terminal over, or handed it back (§22; data: sessionId).
         "human_control": "human_control",
         "human_returned": "human_returned",
+        # The kernel enforced an owner's cgroup limit in a session (§29; data: sessionId,
+        # limit "memory" or "pids", count).
+        "limit_reached": "limit_reached",
     }
 )
 """Notice kind -> the ``event`` a client is told; every other kind stays unannounced."""

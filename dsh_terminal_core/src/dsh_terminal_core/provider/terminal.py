@@ -662,13 +662,23 @@ class LocalTerminalProcess:
     # -- internals ----------------------------------------------------------------------
 
     async def _run_teardown(self) -> None:
+        grace, group = self._spec.grace_ms / 1000, self._spec.cgroup
         try:
             try:
-                await self._reaper.teardown(self, self._spec.grace_ms / 1000)
-            finally:
+                await self._reaper.teardown(self, grace)
+            except TerminalError:
+                if group is None:
+                    raise
+                # A tree that outran its reaper (a fork bomb) is all in the cgroup: empty
+                # it, and the failure stands only if something of the tree survived that.
+                await group.clear(grace)
+                await self.wait_exit(grace)
+                if self._reaper.live() or not self.exited:
+                    raise
+            else:
                 # What the tree cannot see (setsid daemons, double forks) is in the cgroup.
-                if self._spec.cgroup is not None:
-                    await self._spec.cgroup.clear(self._spec.grace_ms / 1000)
+                if group is not None:
+                    await group.clear(grace)
         finally:
             if self._done.done():
                 self._channel.close()
