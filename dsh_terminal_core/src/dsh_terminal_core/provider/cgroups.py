@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import errno
 import os
+import select
 import signal
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -51,6 +52,7 @@ KillMethod = Literal["cgroup.kill", "freezer", "signal"]
 
 _FIRST_POLL_S = 0.001
 _MAX_POLL_S = 0.02
+_FROZEN, _THAWED = "FROZEN", "THAWED"  # v1 freezer.state values
 
 
 @attrs.frozen
@@ -138,20 +140,35 @@ class CgroupGroup:
 
     async def kill_all(self, timeout: float) -> bool:
         """SIGKILL everything in the group, repeatedly, until it is empty or ``timeout``
-        seconds pass; return whether it is empty."""
-        if self.removed:
+        seconds pass; return whether it is empty.
+
+        A process leaves its cgroup a moment before it has finished exiting, so the ones
+        seen at the start are also waited for (their pidfds turn readable at exit): once
+        this returns True, none of them runs.
+        """
+        if self.removed or self.empty():
             return True
         deadline = time.monotonic() + timeout
-        delay = _FIRST_POLL_S
-        while True:
-            if self.empty():
-                return True
-            self.kill_once()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return self.empty()
-            await asyncio.sleep(min(delay, remaining))
-            delay = min(delay * 2, _MAX_POLL_S)
+        seen = _pidfds(self._members_below())
+        try:
+            delay = _FIRST_POLL_S
+            while not self.empty():
+                self.kill_once()
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return self.empty()
+                await asyncio.sleep(min(delay, remaining))
+                delay = min(delay * 2, _MAX_POLL_S)
+            delay = _FIRST_POLL_S
+            while seen and time.monotonic() < deadline:
+                seen = _still_running(seen)
+                if seen:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, _MAX_POLL_S)
+            return True
+        finally:
+            for fd in seen:
+                os.close(fd)
 
     def _freezer_round(self) -> None:
         """Freeze, SIGKILL every member, thaw: frozen processes cannot fork or run away,
@@ -159,7 +176,7 @@ class CgroupGroup:
         assert self.kill_dir is not None
         state = os.path.join(self.kill_dir, "freezer.state")
         try:
-            write_text(state, "FROZEN")
+            write_text(state, _FROZEN)
         except OSError:
             _signal_listed(self._members_below, signal.SIGKILL)
             return
@@ -170,7 +187,7 @@ class CgroupGroup:
             _signal_listed(self._members_below, signal.SIGKILL)
         finally:
             with contextlib.suppress(OSError):
-                write_text(state, "THAWED")
+                write_text(state, _THAWED)
 
     def remove(self) -> bool:
         """Remove the group's directories (a directory that still holds a process stays);
@@ -221,6 +238,25 @@ def _pids(procs: str) -> set[int]:
     if not text:
         return set()
     return {int(word) for word in text.split() if word.isdigit()}
+
+
+def _pidfds(pids: set[int]) -> list[int]:
+    fds = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fds.append(os.pidfd_open(pid))
+    return fds
+
+
+def _still_running(fds: list[int]) -> list[int]:
+    """The pidfds whose process has not exited yet; the others are closed."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    exited = {fd for fd, _ in poller.poll(0)}
+    for fd in exited:
+        os.close(fd)
+    return [fd for fd in fds if fd not in exited]
 
 
 def _signal_listed(listed: Callable[[], set[int]], signum: int) -> None:

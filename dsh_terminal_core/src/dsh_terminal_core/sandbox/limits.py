@@ -333,8 +333,13 @@ def _apply_limits(plan: LimitPlan, owner_dirs: list[str]) -> None:
     for limit in plan.limits:
         assert limit.tree is not None and limit.value is not None
         directory = by_mount[limit.tree.mount]
-        for name, text in _limit_files(limit):
-            write_text(os.path.join(directory, name), text)
+        for name, text, required in _limit_files(limit):
+            path = os.path.join(directory, name)
+            if required:
+                write_text(path, text)
+            elif os.path.exists(path):
+                with contextlib.suppress(OSError):
+                    write_text(path, text)
     for mount, directory in by_mount.items():
         controllers = [x.controller for x in plan.limits if x.tree and x.tree.mount == mount]
         tree = next((x.tree for x in plan.limits if x.tree and x.tree.mount == mount), None)
@@ -342,16 +347,25 @@ def _apply_limits(plan: LimitPlan, owner_dirs: list[str]) -> None:
             enable_controllers(directory, controllers)
 
 
-def _limit_files(limit: _Limit) -> list[tuple[str, str]]:
+def _limit_files(limit: _Limit) -> list[tuple[str, str, bool]]:
+    """(file, value, required) for one limit. Swap is bounded by the same amount where
+    the host has swap accounting, so a hog cannot move its excess to swap instead."""
     assert limit.tree is not None and limit.value is not None
     v2 = limit.tree.version == 2
+    value = str(limit.value)
     if limit.controller == "memory":
-        return [("memory.max" if v2 else "memory.limit_in_bytes", str(limit.value))]
+        if v2:
+            return [("memory.max", value, True), ("memory.swap.max", value, False)]
+        # memsw (memory + swap) may not be set below the memory limit: set it after.
+        return [
+            ("memory.limit_in_bytes", value, True),
+            ("memory.memsw.limit_in_bytes", value, False),
+        ]
     if limit.controller == "pids":
-        return [("pids.max", str(limit.value))]
+        return [("pids.max", value, True)]
     if v2:
-        return [("cpu.weight", str(limit.value))]
-    return [("cpu.shares", str(max(2, limit.value * 1024 // 100)))]
+        return [("cpu.weight", value, True)]
+    return [("cpu.shares", str(max(2, limit.value * 1024 // 100)), True)]
 
 
 def _group(plan: LimitPlan, dirs: list[str]) -> CgroupGroup:
