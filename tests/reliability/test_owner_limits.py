@@ -167,11 +167,24 @@ async def test_fork_bomb_and_memory_hog_leave_another_owner_working() -> None:
             (owner_pids,) = glob.glob(os.path.join(plan.bases[pids_mount], "o*-runaway"))
             await _send(h, runaway, hog_sid, _HOG, timeoutMs=500)
             await _send(h, runaway, bomb_sid, _BOMB, timeoutMs=500)
-            await until(lambda: {n.data["limit"] for n in told} >= {"memory", "pids"},
-                        timeout=60, what="both limits enforced and reported")
+            try:
+                await until(lambda: {n.data["limit"] for n in told} >= {"memory", "pids"},
+                            timeout=60, what="both limits enforced and reported")
+            except AssertionError as exc:
+                state = {
+                    os.path.join(root, name): read_text(os.path.join(root, name))
+                    for root in [owner_pids, *glob.glob(os.path.join(owner_pids, "*/"))]
+                    for name in ("pids.current", "pids.events")
+                }
+                raise AssertionError(f"{exc}; told {told}; {state}") from exc
             for round_ in range(1, 4):
                 await _concurrent_sends(h, quiet, sids, round_)
                 assert int(read_text(os.path.join(owner_pids, "pids.current")) or "x") <= 400
+            # What the model sees: the queued notices, which the MCP server adds to the
+            # owner's next result as "[notice] ..." lines and its "notices" list.
+            queued = " ".join(n.text for n in runaway.drain_notices())
+            assert "at its owner's memory limit" in queued, queued
+            assert "at its owner's process limit" in queued, queued
             texts = " ".join(n.text for n in told)
             assert "memory limit (512 MiB)" in texts and "process limit (400" in texts
             assert {n.data["sessionId"] for n in told} == {bomb_sid, hog_sid}

@@ -193,7 +193,10 @@ class OwnerLimitsService:
         interval = self._config.watch_interval_ms / 1000
         while self._watched:
             await asyncio.sleep(interval)
-            self.check_counters()
+            try:
+                self.check_counters()
+            except Exception:  # a bad read must not stop the owners' notices for good
+                _log.exception("owner limits: reading the limit counters failed")
 
     def check_counters(self) -> None:
         """Read each live session's limit counters; notify its owner of what rose."""
