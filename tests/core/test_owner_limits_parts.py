@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from dsh_terminal_core.kernel.errors import ConfigError
+from dsh_terminal_core.kernel.errors import ConfigError, TerminalError
 from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.provider import CgroupGroup, LocalTerminalProvider, TerminalSpawnSpec
 from dsh_terminal_core.provider.cgroupfs import discover
 from dsh_terminal_core.sandbox import OwnerLimitsConfig
 from dsh_terminal_core.sandbox.limitconfig import memory_bytes
@@ -97,3 +98,21 @@ def test_combined_v1_controllers_are_matched_by_their_set(tmp_path: Path) -> Non
     assert host.layout == "v1"
     assert host.serving("cpu").own == "/sys/fs/cgroup/cpu,cpuacct/user.slice"
     assert host.serving("memory") is None
+
+
+@pytest.mark.parametrize("spawner", ["fork-server", "in-process"])
+async def test_a_child_that_cannot_join_its_cgroup_never_runs(
+    tmp_path: Path, spawner: str
+) -> None:
+    """The child joins before it execs: a cgroup it cannot join fails the spawn, with
+    nothing started (a directory that is no cgroup stands in for a vanished one)."""
+    gone = tmp_path / "no-such-cgroup"
+    group = CgroupGroup(dirs=(str(gone),), kill_method="signal")
+    provider = LocalTerminalProvider(spawner=spawner)  # type: ignore[arg-type]
+    marker = tmp_path / "ran"
+    spec = TerminalSpawnSpec(argv=["/bin/sh", "-c", f"touch {marker}"], cgroup=group)
+    with pytest.raises(TerminalError) as caught:
+        await provider.spawn_terminal(spec)
+    assert caught.value.code == "LIMITS_UNAVAILABLE"
+    assert "no-such-cgroup" in caught.value.message
+    assert not marker.exists()

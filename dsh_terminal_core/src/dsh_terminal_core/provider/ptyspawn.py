@@ -32,7 +32,7 @@ from typing import Literal, Protocol
 import attrs
 from ptyprocess import PtyProcess
 
-from ..kernel.errors import TerminalError
+from ..kernel.errors import ErrorCode, TerminalError
 from ..kernel.turns import loop_turn
 from . import hostlimits
 from .forkclient import encode_request, fork_server
@@ -49,6 +49,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 Spawner = Literal["fork-server", "in-process"]
+_JOIN = "cannot join the cgroup"
 
 
 class PtyChild(Protocol):
@@ -237,11 +238,15 @@ def spawn_pty_in_process(
         # In preexec so a failure is reported through the exec-error pipe, rather than
         # raised inside the forked copy of this interpreter.
         for procs in cgroups:
-            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
             try:
-                os.write(fd, str(os.getpid()).encode())
-            finally:
-                os.close(fd)
+                fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.write(fd, str(os.getpid()).encode())
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                where = os.path.dirname(procs)
+                raise OSError(exc.errno, f"{_JOIN} {where}: {exc.strerror}") from None
         if cwd is not None:
             os.chdir(cwd)
         if nofile is not None:
@@ -266,6 +271,11 @@ def spawn_pty_in_process(
             _discard(orphan)
         if not isinstance(exc, Exception):
             raise
+        if _JOIN in str(exc):
+            raise TerminalError(
+                f"cannot start {argv[0]!r} in its session's cgroup: {exc}",
+                ErrorCode.LIMITS_UNAVAILABLE,
+            ) from exc
         limit = _in_process_limit(exc, argv[0], forked=orphan is not None)
         if limit is not None:
             raise limit from exc
