@@ -15,6 +15,7 @@ from typing import Literal
 import attrs
 
 __all__ = [
+    "DEFAULT_BASE_CPU_WEIGHT",
     "DEFAULT_CPU_WEIGHT",
     "DEFAULT_MEMORY_PERCENT",
     "DEFAULT_PIDS_MAX",
@@ -29,6 +30,11 @@ DEFAULT_PIDS_MAX = 4096
 """An owner's shells may run this many processes and threads together (``pids.max``)."""
 DEFAULT_CPU_WEIGHT = 100
 """Each owner's share of a busy CPU: equal between owners (``cpu.weight``, v1 shares 1024)."""
+DEFAULT_BASE_CPU_WEIGHT = 400
+"""The weight of all owners together against the harness's other cgroups (and, on a v1
+host whose harness runs in the root cgroup, against each other process there): four
+ordinary processes' worth, so an owner's parallel work is not squeezed to one process's
+share on a busy host, while a runaway owner cannot outweigh the harness more than 4:1."""
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
@@ -52,11 +58,11 @@ def _check_pids(_inst: object, _attribute: object, value: int | str | None) -> N
         raise ValueError(f"pids_max must be an integer of at least 16, or 'max'; got {value!r}")
 
 
-def _check_weight(_inst: object, _attribute: object, value: int | None) -> None:
-    if value is None:
+def _check_weight(_inst: object, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is None and attribute.name == "cpu_weight":
         return
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10000:
-        raise ValueError(f"cpu_weight must be an integer from 1 to 10000; got {value!r}")
+        raise ValueError(f"{attribute.name} must be an integer from 1 to 10000; got {value!r}")
 
 
 def _check_parent(_inst: object, _attribute: object, value: str | None) -> None:
@@ -92,6 +98,8 @@ class OwnerLimitsConfig:
     ``kill_with``: how a session's cgroup is emptied (``"auto"``: ``cgroup.kill`` where
     cgroup v2 is mounted, else the v1 freezer). ``watch_interval_ms``: how often the
     limit counters are read to tell an owner that a limit was enforced.
+    ``base_cpu_weight``: the CPU weight of the harness's cgroup of owners, all owners
+    together (:data:`DEFAULT_BASE_CPU_WEIGHT`).
     """
 
     cgroups: Literal["auto", "require", "off"] = attrs.field(
@@ -105,6 +113,7 @@ class OwnerLimitsConfig:
         default="auto", validator=attrs.validators.in_(("auto", "cgroup.kill", "freezer"))
     )
     watch_interval_ms: int = attrs.field(default=1000, validator=_check_interval)
+    base_cpu_weight: int = attrs.field(default=DEFAULT_BASE_CPU_WEIGHT, validator=_check_weight)
 
 
 def memory_bytes(value: int | str, *, total: int) -> int:

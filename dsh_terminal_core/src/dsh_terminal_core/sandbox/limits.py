@@ -266,6 +266,8 @@ def _make_plan(config: OwnerLimitsConfig, host: CgroupHost) -> LimitPlan:
             make_dirs([base])
             if tree.version == 2:
                 enable_controllers(base, controllers)
+            if "cpu" in controllers:
+                _write_weight(tree, base, config.base_cpu_weight)
         except OSError as exc:
             if not is_refusal(exc):
                 raise
@@ -348,6 +350,14 @@ def _apply_limits(plan: LimitPlan, owner_dirs: list[str]) -> None:
         tree = next((x.tree for x in plan.limits if x.tree and x.tree.mount == mount), None)
         if tree is not None and tree.version == 2:
             enable_controllers(directory, controllers)
+
+
+def _write_weight(tree: Hierarchy, directory: str, weight: int) -> None:
+    """Set a cgroup's CPU weight: ``cpu.weight`` (v2) or ``cpu.shares`` (v1, ×1024/100)."""
+    if tree.version == 2:
+        write_text(os.path.join(directory, "cpu.weight"), str(weight))
+    else:
+        write_text(os.path.join(directory, "cpu.shares"), str(max(2, weight * 1024 // 100)))
 
 
 def _limit_files(limit: _Limit) -> list[tuple[str, str, bool]]:
