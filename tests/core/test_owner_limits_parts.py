@@ -35,6 +35,7 @@ from dsh_terminal_core.sandbox.limitconfig import memory_bytes
         {"cgroups": "maybe"},
         {"kill_with": "prayer"},
         {"watch_interval_ms": 1},
+        {"base_cpu_weight": 0},
         {"memory": "1G"},
     ],
 )
