@@ -24,6 +24,8 @@ class BashBackend:
 
     ``sandbox_policy`` decides the mode per owner; ``sandbox`` (may be None) confines
     the argv. A confined mode without a sandbox fails before anything is spawned.
+    ``owner_limits`` (may be None) puts each shell in a cgroup of its own under its
+    owner's limits (SPEC §29), confined or not.
     """
 
     def __init__(
@@ -32,11 +34,14 @@ class BashBackend:
         sandbox_policy: Any,
         sandbox: Any | None,
         config: BashConfig,
+        *,
+        owner_limits: Any | None = None,
     ) -> None:
         self._provider = provider
         self._policy = sandbox_policy
         self._sandbox = sandbox
         self._config = config
+        self._limits = owner_limits
 
     @property
     def type(self) -> str:
@@ -91,15 +96,23 @@ class BashBackend:
         # length, and two short steps keep the loop freer than one long one.
         await take_turn()
         confined = policy is not None and policy.confined
+        env = shell_environment(
+            context.owner.id, context.session_id, private_tmp=confined, screen=context.screen
+        )
+        rows = context.rows or self._config.rows
+        cols = context.cols or self._config.cols
+        cgroup = None
+        if self._limits is not None:
+            cgroup = self._limits.session_cgroup(context.owner, context.session_id)
+        # From here the provider owns the cgroup: it removes it whether the spawn works.
         spec = TerminalSpawnSpec(
             argv=argv,
             cwd=cwd,
-            env=shell_environment(
-                context.owner.id, context.session_id, private_tmp=confined, screen=context.screen
-            ),
-            rows=context.rows or self._config.rows,
-            cols=context.cols or self._config.cols,
+            env=env,
+            rows=rows,
+            cols=cols,
             grace_ms=self._config.dispose_grace_ms,
+            cgroup=cgroup,
         )
         process = await self._provider.spawn_terminal(spec)
         session = BashSession(

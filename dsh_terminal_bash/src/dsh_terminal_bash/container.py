@@ -8,6 +8,7 @@ from dsh_terminal_core import optional_dependency
 from dsh_terminal_core.provider import TerminalProvider
 from dsh_terminal_core.registry import TerminalSessionService
 from dsh_terminal_core.sandbox.bwrap import BwrapSandbox
+from dsh_terminal_core.sandbox.limits import OwnerLimitsService
 from dsh_terminal_core.sandbox.policy import SandboxPolicyService
 
 from .backend import BashBackend
@@ -24,4 +25,7 @@ class BashContainer(containers.DeclarativeContainer):
     terminals = providers.Dependency(instance_of=TerminalSessionService)
     sandbox_policy = providers.Dependency(instance_of=SandboxPolicyService)
     sandbox = optional_dependency(BwrapSandbox)
-    backend = providers.Singleton(BashBackend, subprocess, sandbox_policy, sandbox, config)
+    owner_limits = optional_dependency(OwnerLimitsService)
+    backend = providers.Singleton(
+        BashBackend, subprocess, sandbox_policy, sandbox, config, owner_limits=owner_limits
+    )

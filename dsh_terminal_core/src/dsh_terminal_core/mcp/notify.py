@@ -36,6 +36,9 @@ EVENTS: Final[Mapping[str, str]] = MappingProxyType(
         "human_returned": "human_returned",
         # A plugin's own word for the client, e.g. a step of a long tool (data: free).
         "message": "message",
+        # The kernel enforced an owner's cgroup limit in a session (§29; data: sessionId,
+        # limit "memory" or "pids", count).
+        "limit_reached": "limit_reached",
     }
 )
 """Notice kind -> the ``event`` a client is told; every other kind stays unannounced."""

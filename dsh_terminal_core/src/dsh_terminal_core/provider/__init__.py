@@ -2,12 +2,14 @@
 
 Owns: spawning on a PTY (here or through the fork server), the process facts every
 readiness proof reads from ``/proc`` (:mod:`.inspector`, :mod:`.listening`), signalling,
-whole-tree teardown and the host-exit backstop, and the core ``subprocess-local`` plugin
+whole-tree teardown (and the forced emptying of a session's cgroup, :mod:`.cgroups`)
+and the host-exit backstop, and the core ``subprocess-local`` plugin
 (:mod:`.plugin`). Backends import from here; the modules behind it are private.
 
 May import: the kernel only.
 """
 
+from .cgroups import CgroupGroup, LimitCounts
 from .env import child_environment, is_scrubbed_name
 from .hostexit import kill_all_sync
 from .inspector import StdinProbe, TerminalIdentity
@@ -42,8 +44,10 @@ from .types import (
 
 __all__ = [
     "FOREGROUND_SIGNALS",
+    "CgroupGroup",
     "ExitStatus",
     "Foreground",
+    "LimitCounts",
     "Listener",
     "ListenerValue",
     "LocalTerminalProcess",

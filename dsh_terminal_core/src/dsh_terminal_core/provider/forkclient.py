@@ -39,7 +39,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from ..kernel.errors import TerminalError
+from ..kernel.errors import ErrorCode, TerminalError
 from ..kernel.turns import take_turn
 from . import hostguard, hostlimits
 
@@ -254,10 +254,12 @@ def encode_request(
     rows: int,
     cols: int,
     nofile: int | None = None,
+    cgroups: Sequence[str] = (),
 ) -> bytes:
     """The spawn request for :meth:`ForkServer.spawn`: exec ``executable`` with ``argv``.
 
     ``nofile``: the soft open-file limit the child starts with (None: the server's).
+    ``cgroups``: the ``cgroup.procs`` files the child joins before it execs.
     """
     request: dict[str, Any] = {
         "executable": executable,
@@ -269,6 +271,8 @@ def encode_request(
     }
     if nofile is not None:
         request["nofile"] = nofile
+    if cgroups:
+        request["cgroups"] = list(cgroups)
     return json.dumps(request).encode()
 
 
@@ -383,6 +387,11 @@ def _served(sock: socket.socket, reply: dict[str, Any], fds: list[int], name: st
     for fd in fds:
         os.close(fd)
     code, stage = reply.get("errno"), reply.get("stage")
+    if stage == "cgroup":
+        raise TerminalError(
+            f"cannot start {name!r} in its session's cgroup: {reply.get('error')}",
+            ErrorCode.LIMITS_UNAVAILABLE,
+        )
     if isinstance(code, int) and isinstance(stage, str):
         limit = hostlimits.spawn_limit(code, stage, name)
         if limit is not None:

@@ -11,11 +11,13 @@ with a listening ``SOCK_SEQPACKET`` socket on stdin. Protocol, one connection pe
 terminal (only the host's pid may connect, checked with ``SO_PEERCRED``):
 
 - host sends ``{"executable", "argv", "cwd", "env", "rows", "cols"}`` and optionally
-  ``"nofile"`` (the soft open-file limit the child starts with) as JSON; the server
-  answers ``{"pid": n}`` with the master attached, or ``{"error": text, "errno": n,
-  "stage": s}`` once the child has reported why it could not exec (no child is left
-  behind). ``stage`` says where it failed — ``pty``, ``prepare``, ``fork``, ``exec`` or
-  ``accept`` (the server itself had no descriptor left for the connection) — so the host
+  ``"nofile"`` (the soft open-file limit the child starts with) and ``"cgroups"`` (the
+  ``cgroup.procs`` files the child writes its pid into before anything else, so it and
+  everything it starts are in its session's cgroups from its first instruction) as
+  JSON; the server answers ``{"pid": n}`` with the master attached, or ``{"error":
+  text, "errno": n, "stage": s}`` once the child has reported why it could not exec (no
+  child is left behind). ``stage`` says where it failed — ``pty``, ``prepare``,
+  ``fork``, ``cgroup``, ``exec`` or ``accept`` (the server itself had no descriptor left for the connection) — so the host
   can tell a host limit (no pseudo-terminal, no process, no descriptor) from a bad
   request;
 - host sends ``{"op": "reap"}`` after it saw the child exit (through the pidfd); the
@@ -51,6 +53,7 @@ import termios
 from typing import Any
 
 _MAX_MESSAGE = 1 << 20
+_JOIN = "join the cgroup"
 _UCRED = struct.Struct("3i")
 _WINSIZE = struct.Struct("4H")
 # Dispositions the server changes or inherits from the host interpreter; a child gets
@@ -308,6 +311,7 @@ def _spawn(request: dict[str, Any]) -> tuple[int, int]:
         rows, cols = int(request["rows"]), int(request["cols"])
         nofile = request.get("nofile")
         nofile = None if nofile is None else int(nofile)
+        cgroups = [str(path) for path in request.get("cgroups") or ()]
     except (KeyError, TypeError, ValueError) as exc:
         raise _SpawnError(f"malformed spawn request: {exc!r}", 0, "request") from exc
     try:
@@ -328,7 +332,7 @@ def _spawn(request: dict[str, Any]) -> tuple[int, int]:
             os.close(fd)
         raise _SpawnError(f"cannot fork: {exc}", exc.errno or 0, "fork") from exc
     if pid == 0:
-        _child(slave, report_w, executable, argv, cwd, env, nofile)  # never returns
+        _child(slave, report_w, executable, argv, cwd, env, nofile, cgroups)  # never returns
     os.close(slave)
     os.close(report_w)
     report = b""
@@ -351,7 +355,8 @@ def _spawn(request: dict[str, Any]) -> tuple[int, int]:
         code = int(code_text)
     except ValueError:
         code = 0
-    raise _SpawnError(message, code, "exec")
+    stage = "cgroup" if message.startswith(f"cannot {_JOIN}") else "exec"
+    raise _SpawnError(message, code, stage)
 
 
 def _child(
@@ -362,10 +367,20 @@ def _child(
     cwd: str | None,
     env: dict[str, str],
     nofile: int | None,
+    cgroups: list[str],
 ) -> None:
-    """In the forked child: become a session leader on the PTY, then exec. Never returns."""
+    """In the forked child: join its cgroups, become a session leader on the PTY, then
+    exec. Never returns."""
     step = "setsid"
     try:
+        for procs in cgroups:
+            step = f"{_JOIN} {os.path.dirname(procs)}"
+            fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, str(os.getpid()).encode())
+            finally:
+                os.close(fd)
+        step = "setsid"
         os.setsid()
         step = "set the controlling terminal"
         fcntl.ioctl(slave, termios.TIOCSCTTY, 0)

@@ -32,7 +32,7 @@ from typing import Literal, Protocol
 import attrs
 from ptyprocess import PtyProcess
 
-from ..kernel.errors import TerminalError
+from ..kernel.errors import ErrorCode, TerminalError
 from ..kernel.turns import loop_turn
 from . import hostlimits
 from .forkclient import encode_request, fork_server
@@ -49,6 +49,7 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 Spawner = Literal["fork-server", "in-process"]
+_JOIN = "cannot join the cgroup"
 
 
 class PtyChild(Protocol):
@@ -85,8 +86,12 @@ async def spawn_pty(
     rows: int,
     cols: int,
     spawner: Spawner = "fork-server",
+    cgroups: Sequence[str] = (),
 ) -> SpawnedPty:
     """Start ``argv`` on a new PTY; the child leads a new session on it.
+
+    ``cgroups``: the ``cgroup.procs`` files the child writes its pid into before it
+    execs (its session's cgroups), so nothing it starts is ever outside them.
 
     The executable is resolved on the child's ``PATH``; ``cwd`` None means this process's
     current directory. With the fork server the loop only prepares a request (in its
@@ -95,13 +100,16 @@ async def spawn_pty(
 
     Raises:
         TerminalError: ``SPAWN_FAILED`` when the executable is missing or not executable,
-            ``cwd`` is unusable, or exec fails; ``HOST_LIMIT`` when no descriptor,
+            ``cwd`` is unusable, or exec fails; ``LIMITS_UNAVAILABLE`` when the child
+            cannot join its cgroups; ``HOST_LIMIT`` when no descriptor,
             pseudo-terminal or process is left (see :mod:`.hostlimits`); no process or
             descriptor is left behind.
     """
     async with loop_turn():
         if spawner != "fork-server" or not _server_supported():
-            return spawn_pty_in_process(argv, cwd=cwd, env=env, rows=rows, cols=cols)
+            return spawn_pty_in_process(
+                argv, cwd=cwd, env=env, rows=rows, cols=cols, cgroups=cgroups
+            )
         executable = _checked(argv, cwd, env)
         if cwd is None:
             try:
@@ -119,6 +127,7 @@ async def spawn_pty(
             rows=rows,
             cols=cols,
             nofile=hostlimits.child_open_file_limit(),
+            cgroups=cgroups,
         )
     served = await fork_server().spawn(request, name=argv[0])
     if served is not None:
@@ -126,7 +135,7 @@ async def spawn_pty(
             pid=served.pid, master_fd=served.master_fd, pidfd=served.pidfd, child=served
         )
     async with loop_turn():
-        return spawn_pty_in_process(argv, cwd=cwd, env=env, rows=rows, cols=cols)
+        return spawn_pty_in_process(argv, cwd=cwd, env=env, rows=rows, cols=cols, cgroups=cgroups)
 
 
 def prestart_server() -> None:
@@ -214,6 +223,7 @@ def spawn_pty_in_process(
     env: Mapping[str, str],
     rows: int,
     cols: int,
+    cgroups: Sequence[str] = (),
 ) -> SpawnedPty:
     """Fork and exec ``argv`` on a new PTY from this process (blocks the calling thread).
 
@@ -227,6 +237,16 @@ def spawn_pty_in_process(
     def prepare_child() -> None:
         # In preexec so a failure is reported through the exec-error pipe, rather than
         # raised inside the forked copy of this interpreter.
+        for procs in cgroups:
+            try:
+                fd = os.open(procs, os.O_WRONLY | os.O_CLOEXEC)
+                try:
+                    os.write(fd, str(os.getpid()).encode())
+                finally:
+                    os.close(fd)
+            except OSError as exc:
+                where = os.path.dirname(procs)
+                raise OSError(exc.errno, f"{_JOIN} {where}: {exc.strerror}") from None
         if cwd is not None:
             os.chdir(cwd)
         if nofile is not None:
@@ -240,7 +260,9 @@ def spawn_pty_in_process(
             [executable, *argv[1:]],
             env=dict(env),
             dimensions=(rows, cols),
-            preexec_fn=prepare_child if cwd is not None or nofile is not None else None,
+            preexec_fn=(
+                prepare_child if cwd is not None or nofile is not None or cgroups else None
+            ),
         )
     except BaseException as exc:
         orphan = _TrackedPty._made.instance
@@ -249,6 +271,11 @@ def spawn_pty_in_process(
             _discard(orphan)
         if not isinstance(exc, Exception):
             raise
+        if _JOIN in str(exc):
+            raise TerminalError(
+                f"cannot start {argv[0]!r} in its session's cgroup: {exc}",
+                ErrorCode.LIMITS_UNAVAILABLE,
+            ) from exc
         limit = _in_process_limit(exc, argv[0], forked=orphan is not None)
         if limit is not None:
             raise limit from exc

@@ -163,8 +163,13 @@ class LocalTerminalProvider:
                 rows=spec.rows,
                 cols=spec.cols,
                 spawner=self._spawner,
+                cgroups=spec.cgroup.procs_files if spec.cgroup is not None else (),
             )
             return await self._handle(loop, spawned, spec, probe)
+        except BaseException:
+            if spec.cgroup is not None:
+                await spec.cgroup.discard()
+            raise
         finally:
             self._opening -= 1
 
@@ -623,6 +628,9 @@ class LocalTerminalProcess:
         """SIGKILL the captured tree and the PTY child now, without waiting (host exit)."""
         with contextlib.suppress(Exception):
             self._reaper.kill_sync()
+        if self._spec.cgroup is not None:
+            with contextlib.suppress(Exception):
+                self._spec.cgroup.kill_once()
         self.signal_shell(signal.SIGKILL)
 
     # ShellControl, used by TreeReaper.teardown
@@ -654,8 +662,23 @@ class LocalTerminalProcess:
     # -- internals ----------------------------------------------------------------------
 
     async def _run_teardown(self) -> None:
+        grace, group = self._spec.grace_ms / 1000, self._spec.cgroup
         try:
-            await self._reaper.teardown(self, self._spec.grace_ms / 1000)
+            try:
+                await self._reaper.teardown(self, grace)
+            except TerminalError:
+                if group is None:
+                    raise
+                # A tree that outran its reaper (a fork bomb) is all in the cgroup: empty
+                # it, and the failure stands only if something of the tree survived that.
+                await group.clear(grace)
+                await self.wait_exit(grace)
+                if self._reaper.live() or not self.exited:
+                    raise
+            else:
+                # What the tree cannot see (setsid daemons, double forks) is in the cgroup.
+                if group is not None:
+                    await group.clear(grace)
         finally:
             if self._done.done():
                 self._channel.close()

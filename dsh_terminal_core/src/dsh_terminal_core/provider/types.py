@@ -8,6 +8,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import attrs
 
+from .cgroups import CgroupGroup
 from .inspector import PollingWait, ReaderWait
 
 __all__ = [
@@ -35,7 +36,13 @@ def _to_tuple(argv: Sequence[str]) -> tuple[str, ...]:
 
 @attrs.frozen(kw_only=True)
 class TerminalSpawnSpec:
-    """How to start a process on a fresh PTY."""
+    """How to start a process on a fresh PTY.
+
+    ``cgroup``: the session's cgroup (made by the owner's limits, SPEC §29), which the
+    child joins before it execs; the provider takes it over — teardown empties it by force
+    (``setsid`` daemons and double forks included) and removes it, and so does a spawn
+    that fails.
+    """
 
     argv: tuple[str, ...] = attrs.field(converter=_to_tuple)
     cwd: str | None = None
@@ -43,6 +50,7 @@ class TerminalSpawnSpec:
     rows: int = attrs.field(default=40, validator=_positive)
     cols: int = attrs.field(default=160, validator=_positive)
     grace_ms: int = attrs.field(default=3000, validator=_positive)
+    cgroup: CgroupGroup | None = attrs.field(default=None, eq=False)
 
 
 @attrs.frozen(kw_only=True)

@@ -1,12 +1,15 @@
 """Sandbox policy (what an owner's terminals may write) and its bubblewrap enforcement.
 
-Owns: mode resolution per owner (:mod:`.policy`, plugin ``sandbox-policy``) and the
-bubblewrap command line (:mod:`.bwrap`, plugin ``sandbox-bwrap``).
+Owns: mode resolution per owner (:mod:`.policy`, plugin ``sandbox-policy``), the
+bubblewrap command line (:mod:`.bwrap`, plugin ``sandbox-bwrap``), and the cgroup limits
+per owner (:mod:`.limits`, plugin ``owner-limits``).
 
 May import: the kernel and the provider (the scrubbed child environment).
 """
 
 from .bwrap import BwrapConfig, BwrapSandbox
+from .limitconfig import OwnerLimitsConfig
+from .limits import LimitPlan, OwnerLimitsService
 from .policy import (
     NetworkAccess,
     Policy,
@@ -18,7 +21,10 @@ from .policy import (
 __all__ = [
     "BwrapConfig",
     "BwrapSandbox",
+    "LimitPlan",
     "NetworkAccess",
+    "OwnerLimitsConfig",
+    "OwnerLimitsService",
     "Policy",
     "SandboxMode",
     "SandboxPolicyConfig",

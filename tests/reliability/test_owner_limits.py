@@ -1,0 +1,254 @@
+"""Limits per owner through cgroups (SPEC §29.3), with real processes.
+
+* A ``setsid`` daemon that ignores HUP and TERM, and a double-forked one, are gone once
+  ``terminal_close`` returns — unconfined, where the process tree cannot find them —
+  with the session's cgroup emptied by ``cgroup.kill`` and by the v1 freezer; with the
+  cgroups off the same daemon survives (the test can fail).
+* A fork bomb and a memory hog in one owner's shells, run together inside an outer
+  safety cgroup of the test's own: another owner's 20 concurrent sends all settle with
+  their own output and exit code, the runaway owner is told which limit was enforced,
+  the harness stays up, and nothing is left running or in the cgroup trees.
+* A host that gives no cgroup access (cgroupfs mounted read-only, as in a container):
+  explicit limits fail the open with ``LIMITS_UNAVAILABLE`` naming what is missing;
+  the defaults are skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from typing import Any
+
+import psutil
+import pytest
+
+from dsh_terminal_core.kernel.agents import Agent, Notice
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.provider.cgroupfs import discover, read_text
+
+from ..helpers import full_access, own_descendants
+from ._cgroups import cgroup_reason, harness_dirs, outer_limit
+from ._support import alive, unique_seconds, until, with_argv
+
+pytestmark = pytest.mark.skipif(cgroup_reason() is not None, reason=str(cgroup_reason()))
+
+_DAEMON = (
+    "import signal, time; signal.signal(signal.SIGHUP, signal.SIG_IGN); "
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep({tag})"
+)
+
+
+def _daemons(tag: str, twice: str) -> str:
+    """A ``setsid`` daemon ignoring HUP and TERM, and a double fork that does the same."""
+    daemon = _DAEMON.format(tag=tag)
+    double = _DAEMON.format(tag=twice)
+    return (
+        f"setsid python3 -c '{daemon}' </dev/null >/dev/null 2>&1 & "
+        f"( (setsid python3 -c '{double}' </dev/null >/dev/null 2>&1 &) & ); true"
+    )
+
+
+async def _open(h: Harness, agent: Agent) -> str:
+    opened = await h.call_tool(agent, "terminal_open", {"type": "shell"})
+    assert not opened.is_error, opened.text
+    return str(opened.value["sessionId"])
+
+
+async def _send(h: Harness, agent: Agent, sid: str, text: str, **extra: Any) -> Any:
+    result = await h.call_tool(agent, "terminal_send", {"sessionId": sid, "text": text, **extra})
+    assert not result.is_error, result.text
+    return result.value
+
+
+@pytest.mark.parametrize("kill_with", ["cgroup.kill", "freezer"])
+async def test_setsid_and_double_forked_daemons_are_gone_after_close(kill_with: str) -> None:
+    host = discover()
+    if kill_with == "cgroup.kill" and host.unified is None:
+        pytest.skip("cgroup v2 is not mounted here")
+    if kill_with == "freezer" and "freezer" not in host.legacy:
+        pytest.skip("the cgroup v1 freezer is not mounted here")
+    tag, twice = unique_seconds(), unique_seconds()
+    async with Harness(config=full_access(**{"owner-limits": {"kill_with": kill_with}})) as h:
+        agent = h.create_agent("a")
+        opened = await h.call_tool(agent, "terminal_open", {"type": "shell"})
+        sid, shell_session = opened.value["sessionId"], os.getsid(opened.value["pid"])
+        await _send(h, agent, sid, _daemons(tag, twice))
+        await until(lambda: bool(with_argv(tag)) and bool(with_argv(twice)), what="daemons")
+        daemons = with_argv(tag) + with_argv(twice)
+        assert len(daemons) == 2
+        for proc in daemons:
+            assert os.getsid(proc.pid) != shell_session  # out of the terminal's session
+        closed = await h.call_tool(agent, "terminal_close", {"sessionId": sid})
+        assert not closed.is_error, closed.text
+        assert [p.pid for p in daemons if alive(p)] == []
+    assert harness_dirs() == []
+
+
+async def test_without_cgroups_the_setsid_daemon_outlives_close() -> None:
+    """The gap the cgroup closes, shown on the same daemon: the test above can fail."""
+    tag, twice = unique_seconds(), unique_seconds()
+    try:
+        async with Harness(config=full_access(**{"owner-limits": {"cgroups": "off"}})) as h:
+            agent = h.create_agent("a")
+            sid = await _open(h, agent)
+            await _send(h, agent, sid, _daemons(tag, twice))
+            await until(lambda: bool(with_argv(tag)) and bool(with_argv(twice)), what="daemons")
+            await h.call_tool(agent, "terminal_close", {"sessionId": sid})
+            assert len([p for p in with_argv(tag) + with_argv(twice) if alive(p)]) == 2
+    finally:
+        for proc in with_argv(tag) + with_argv(twice):
+            proc.kill()
+            proc.wait(5)
+
+
+async def test_confined_session_lands_in_its_cgroup_and_leaves_nothing() -> None:
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    config = {"sandbox-policy": {"mode": "workspace-write"}, "owner-limits": {"pids_max": 64}}
+    async with Harness(config=config) as h:
+        agent = h.create_agent("a")
+        opened = await h.call_tool(agent, "terminal_open", {"type": "shell"})
+        sid = opened.value["sessionId"]
+        value = await _send(h, agent, sid, "cat /proc/self/cgroup; echo $$")
+        assert "pids:/\n" in value["viewport"]  # its own cgroup namespace: the root
+        shell = int(value["viewport"].split()[-1])
+        assert shell != opened.value["pid"]  # the shell inside, not bubblewrap
+        # Seen from the host, bubblewrap and the shell are both in the session's cgroup.
+        for pid in (opened.value["pid"], *[p.pid for p in psutil.Process(opened.value["pid"]).children(recursive=True)]):
+            assert f"pids:/dsh-{os.getpid()}-" in read_text(f"/proc/{pid}/cgroup")
+            assert f"/o1-a/{sid}\n" in read_text(f"/proc/{pid}/cgroup")
+        plan = h.ctx.owner_limits.plan()
+        pids_dir = os.path.join(plan.bases[discover().serving("pids").mount], "o1-a")
+        assert read_text(os.path.join(pids_dir, "pids.max")).strip() == "64"
+        await h.call_tool(agent, "terminal_close", {"sessionId": sid})
+        assert not os.path.exists(os.path.join(pids_dir, sid))
+    assert harness_dirs() == []
+
+
+# -- a runaway owner beside a quiet one ------------------------------------------------
+
+_BOMB = "bomb() { bomb | bomb & }; bomb"
+_HOG = (
+    "while :; do python3 -c 'a = []\nwhile True: a.append(bytearray(32 << 20))' "
+    ">/dev/null 2>&1; done"
+)
+
+
+async def _concurrent_sends(h: Harness, agent: Agent, sids: list[str], round_: int) -> None:
+    async def one(i: int, sid: str) -> None:
+        token = f"tok-{round_}-{i}"
+        value = await _send(h, agent, sid, f"echo {token}; (exit {i % 7})", timeoutMs=60000)
+        assert value["waitReason"] == "stdin_read", value
+        assert value["exitCode"] == i % 7, value
+        assert token in value["viewport"], value
+
+    await asyncio.gather(*(one(i, sid) for i, sid in enumerate(sids)))
+
+
+async def test_fork_bomb_and_memory_hog_leave_another_owner_working() -> None:
+    with outer_limit(memory=3 << 30, pids=1500) as outer:
+        limits = {"memory_max": "512M", "pids_max": 400, "parent": outer}
+        sections = {"owner-limits": limits, "terminals": {"max_sessions_per_owner": 20}}
+        async with Harness(config=full_access(**sections)) as h:
+            runaway, quiet = h.create_agent("runaway"), h.create_agent("quiet")
+            told: list[Notice] = []
+            runaway.on_notice(told.append)
+            sids = list(await asyncio.gather(*(_open(h, quiet) for _ in range(20))))
+            await _concurrent_sends(h, quiet, sids, 0)
+            bomb_sid, hog_sid = await _open(h, runaway), await _open(h, runaway)
+            plan = h.ctx.owner_limits.plan()
+            pids_mount = discover().serving("pids").mount
+            (owner_pids,) = glob.glob(os.path.join(plan.bases[pids_mount], "o*-runaway"))
+            await _send(h, runaway, hog_sid, _HOG, timeoutMs=500)
+            await _send(h, runaway, bomb_sid, _BOMB, timeoutMs=500)
+            try:
+                await until(lambda: {n.data["limit"] for n in told} >= {"memory", "pids"},
+                            timeout=60, what="both limits enforced and reported")
+            except AssertionError as exc:
+                state = {
+                    os.path.join(root, name): read_text(os.path.join(root, name))
+                    for root in [owner_pids, *glob.glob(os.path.join(owner_pids, "*/"))]
+                    for name in ("pids.current", "pids.events")
+                }
+                raise AssertionError(f"{exc}; told {told}; {state}") from exc
+            for round_ in range(1, 4):
+                await _concurrent_sends(h, quiet, sids, round_)
+                assert int(read_text(os.path.join(owner_pids, "pids.current")) or "x") <= 400
+            # What the model sees: the queued notices, which the MCP server adds to the
+            # owner's next result as "[notice] ..." lines and its "notices" list.
+            queued = " ".join(n.text for n in runaway.drain_notices())
+            assert "at its owner's memory limit" in queued, queued
+            assert "at its owner's process limit" in queued, queued
+            texts = " ".join(n.text for n in told)
+            assert "memory limit (512 MiB)" in texts and "process limit (400" in texts
+            assert {n.data["sessionId"] for n in told} == {bomb_sid, hog_sid}
+            # The runaway owner can still end it all: close empties both cgroups.
+            for sid in (bomb_sid, hog_sid):
+                closed = await h.call_tool(runaway, "terminal_close", {"sessionId": sid})
+                assert not closed.is_error, closed.text
+            assert not [
+                word for root, _, _ in os.walk(owner_pids)
+                for word in (read_text(os.path.join(root, "cgroup.procs")) or "").split()
+            ]
+            # The last killed ones are uncharged once init has reaped them.
+            await until(lambda: read_text(os.path.join(owner_pids, "pids.current")) == "0\n",
+                        timeout=10, what="the runaway owner's process count back to 0")
+            await _concurrent_sends(h, quiet, sids, 9)
+        assert harness_dirs(outer) == []
+    assert not with_argv("bytearray(32 << 20)")
+
+
+# -- a host without cgroup access --------------------------------------------------------
+
+_CHILD = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from dsh_terminal_core.kernel.harness import Harness
+
+    async def main():
+        limits = json.loads(sys.argv[1])
+        config = {"sandbox-policy": {"mode": "danger-full-access"}, "owner-limits": limits}
+        async with Harness(config=config) as h:
+            agent = h.create_agent("a")
+            opened = await h.call_tool(agent, "terminal_open", {"type": "shell"})
+            print(json.dumps({"error": opened.is_error, "text": opened.text}))
+
+    asyncio.run(main())
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("limits", "refused", "named"),
+    [
+        ({"memory_max": "1G"}, True, "memory"),
+        ({"cgroups": "require"}, True, "Read-only file system"),
+        ({}, False, ""),
+    ],
+)
+def test_no_cgroup_access_refuses_explicit_limits_and_skips_defaults(
+    limits: dict[str, Any], refused: bool, named: str
+) -> None:
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        pytest.skip("bubblewrap is not installed (it mounts the cgroups read-only here)")
+    done = subprocess.run(
+        [bwrap, "--dev-bind", "/", "/", "--ro-bind", "/sys/fs/cgroup", "/sys/fs/cgroup",
+         "--die-with-parent", sys.executable, "-c", _CHILD, json.dumps(limits)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["error"] is refused, answer
+    if refused:
+        assert "LIMITS_UNAVAILABLE" in answer["text"] and named in answer["text"], answer
+        assert "Read-only file system" in answer["text"]
+    else:
+        assert "owner limits: the host does not allow" in done.stderr
+    assert not [p for p in own_descendants() if alive(p)]
