@@ -92,6 +92,7 @@ def test_each_announced_kind_maps_to_its_event_and_others_are_not_sent() -> None
         "human_control": "human_control",
         "human_returned": "human_returned",
         "message": "message",
+        "limit_reached": "limit_reached",
     }
     said = Notice(kind="message", text="step 2 of 3")  # a plugin's own word for the client
     assert notification_data(said) == {

@@ -160,6 +160,10 @@ def test_every_plugin_declares_its_tools_this_way() -> None:
     for src in ROOT.glob("**/src/**/*.py"):
         if ".venv" in src.parts or "build" in src.parts:
             continue
+        if src.relative_to(ROOT).parts[0] == "tests":
+            # test-only fixture plugins (the conformance suite's 2020-12 schema tool
+            # needs a raw schema, which no declaration writes) are never shipped
+            continue
         if src.name in ("tools.py", "tooldecl.py") and src.parent.name == "kernel":
             continue
         for number, line in enumerate(src.read_text().splitlines(), 1):

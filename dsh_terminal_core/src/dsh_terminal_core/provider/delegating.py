@@ -18,9 +18,14 @@ __all__ = ["DelegatingProcess"]
 
 
 class DelegatingProcess:
-    """Passes every call of :class:`~.types.TerminalProcess` to ``inner`` unchanged."""
+    """Passes every call of :class:`~.types.TerminalProcess` to ``inner`` unchanged.
 
-    __slots__ = ("_inner",)
+    A wrapper stays as open as the process it wraps: it can be weakly referenced (a
+    session is freed without the collector) and its methods replaced on the instance
+    (a benchmark stamping each stage of a send, a test counting looks).
+    """
+
+    __slots__ = ("_inner", "__dict__", "__weakref__")
 
     def __init__(self, inner: TerminalProcess) -> None:
         self._inner = inner
