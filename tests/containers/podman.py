@@ -67,6 +67,13 @@ def podman(*args: str, timeout: float = 120, check: bool = True) -> str:
     return done.stdout.strip()
 
 
+def podman_ok(*args: str, timeout: float = 120) -> bool:
+    """Whether podman ``args`` exits 0 (``healthcheck run`` says healthy by that alone)."""
+    assert PODMAN is not None
+    done = subprocess.run([PODMAN, *args], capture_output=True, timeout=timeout, check=False)
+    return done.returncode == 0
+
+
 def write_containers_conf(path: Path) -> None:
     """``runc``, and ulimits this process may set (its own hard limits, bounded)."""
     nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -113,13 +120,7 @@ def _digest(paths: Sequence[Path], extra: str = "") -> str:
 
 
 def _exists(tag: str) -> bool:
-    assert PODMAN is not None
-    return (
-        subprocess.run(
-            [PODMAN, "image", "exists", tag], capture_output=True, timeout=60, check=False
-        ).returncode
-        == 0
-    )
+    return podman_ok("image", "exists", tag, timeout=60)
 
 
 @attrs.define

@@ -1,12 +1,11 @@
-"""The repository's images and manifests, built and run with a real container runtime.
+"""The repository's images, built and run with a real container runtime.
 
 The server image (``deploy/Dockerfile``) answers the MCP SDK's client through a
 published port; the workload image (``deploy/worlds/Dockerfile.workload``) runs the
 world daemon, which a harness reaches through ``podman exec -i ... world --stdio
 --socket`` — the shipped ``harness-config.json`` with only its ``kubectl`` prefix
-swapped — and whose sessions a restarted harness gets back; ``podman kube play`` of
-``deploy/worlds/harness-rbac.yaml`` brings up the workload pod, and a harness drives a
-shell in it with every fact. SPEC §29 items 1 and 4.
+swapped — and whose sessions a restarted harness gets back. The manifests are
+tests/containers/test_manifests.py. SPEC §29 item 1.
 """
 
 from __future__ import annotations
@@ -20,66 +19,18 @@ import sys
 import textwrap
 import time
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from pathlib import Path
-from typing import Any
 
 import httpx2
-import mcp_types as types
 import pytest
-from mcp.client.session import ClientSession
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from dsh_terminal_core.kernel.errors import TerminalError
 from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.registry import ReadRequest, SendRequest, SpawnRequest, WaitReason
 
-from .podman import (
-    PODMAN,
-    ROOT,
-    Images,
-    container,
-    exec_command,
-    podman,
-    unique,
-    wait_for_daemon,
-)
+from .clients import TOKEN, mcp_session, shipped_config, value_of
+from .podman import Images, container, podman, wait_for_daemon
 
 pytestmark = pytest.mark.podman
-
-TOKEN = "tok-container-0123456789abcdef"
-
-
-def shipped_config(name: str) -> dict[str, Any]:
-    """deploy/worlds/harness-config.json with only the ``kubectl ... --`` prefix swapped."""
-    config = json.loads((ROOT / "deploy" / "worlds" / "harness-config.json").read_text())
-    [entry] = config["worlds"]["worlds"].values()
-    command = entry["command"]
-    assert command[0] == "kubectl"
-    entry["command"] = [PODMAN, "exec", "-i", name, *command[command.index("--") + 1 :]]
-    assert entry["command"][3:] == exec_command(name)[3:]
-    return dict(config)
-
-
-@asynccontextmanager
-async def mcp_session(url: str) -> AsyncIterator[ClientSession]:
-    headers = {"Authorization": f"Bearer {TOKEN}"}
-    async with (
-        create_mcp_http_client(headers=headers) as http,
-        streamable_http_client(url, http_client=http) as (read, write),
-        ClientSession(read, write) as session,
-    ):
-        await session.initialize()
-        yield session
-
-
-def _value(result: types.CallToolResult) -> dict[str, Any]:
-    assert not result.is_error, result.content
-    assert isinstance(result.structured_content, dict)
-    return result.structured_content
-
 
 async def _healthy(url: str, timeout_s: float = 90) -> None:
     deadline = time.monotonic() + timeout_s
@@ -104,16 +55,16 @@ async def test_the_server_image_answers_the_sdk_client_through_a_published_port(
         address = podman("port", name, "8080").splitlines()[0]
         await _healthy(f"http://{address}/healthz")
         async with mcp_session(f"http://{address}/mcp") as session:
-            opened = _value(await session.call_tool("terminal_open", {}))
+            opened = value_of(await session.call_tool("terminal_open", {}))
             sid = opened["sessionId"]
-            sent = _value(
+            sent = value_of(
                 await session.call_tool(
                     "terminal_send", {"sessionId": sid, "text": "echo $((6*7)) $(id -u); false"}
                 )
             )
             assert sent["waitReason"] == "stdin_read" and sent["exitCode"] == 1
             assert "42 10001" in sent["viewport"]
-            _value(await session.call_tool("terminal_close", {"sessionId": sid}))
+            value_of(await session.call_tool("terminal_close", {"sessionId": sid}))
         # SIGTERM (podman stop) closes every session and the server exits 0.
         podman("stop", "-t", "20", name, timeout=60)
         assert podman("inspect", "--format", "{{.State.ExitCode}}", name) == "0"
@@ -237,74 +188,3 @@ async def test_a_clean_restart_with_persist_hands_the_sessions_to_the_next_harne
             done = await h.ctx.terminals.start_send(agent, sid, SendRequest(text="pwd")).done
             assert done.viewport.strip() == "/tmp"
             await agent.dispose()
-
-
-def _pod_yaml(tmp_path: Path, pod: str, image: str) -> Path:
-    """deploy/worlds/harness-rbac.yaml with the pod's name, image and volume ours.
-
-    The volume too: podman 4.3 makes an ``emptyDir`` a named volume shared by every pod
-    that names it, where Kubernetes gives each pod its own.
-    """
-    text = (ROOT / "deploy" / "worlds" / "harness-rbac.yaml").read_text()
-    for old, new, count in (
-        ("name: agent-pod-0\n", f"name: {pod}\n", 1),
-        ("image: my-workload-with-dsh:latest\n", f"image: {image}\n", 1),
-        ("name: run-dsh\n", f"name: {pod}-run\n", 2),
-    ):
-        assert text.count(old) == count, old
-        text = text.replace(old, new)
-    path = tmp_path / "pod.yaml"
-    path.write_text(text)
-    return path
-
-
-async def test_kube_play_brings_up_the_workload_pod_and_a_shell_there_has_every_fact(
-    images: Images, tmp_path: Path
-) -> None:
-    pod = unique("pod")
-    manifest = _pod_yaml(tmp_path, pod, images.workload)
-    podman("kube", "play", str(manifest), timeout=300)
-    try:
-        name = f"{pod}-workload"
-        wait_for_daemon(name)
-        config = shipped_config(name)
-        async with Harness(config=config) as h:
-            agent = h.create_agent("agent-1")
-            terminals = h.ctx.terminals
-            sid = (await terminals.spawn(agent, SpawnRequest(type="shell"))).session_id
-
-            async def send(text: str, **more: Any) -> Any:
-                return await terminals.start_send(agent, sid, SendRequest(text=text, **more)).done
-
-            failed = await send("id -u; (exit 7)")
-            assert failed.exit_code == 7 and failed.viewport.splitlines()[0] == "10001"
-            repl = await send("python3 -q")
-            assert repl.wait_reason is WaitReason.STDIN_READ and ">>>" in repl.viewport
-            line = await send("print(6 * 7)")
-            assert line.wait_reason is WaitReason.STDIN_READ and "42" in line.viewport
-            left = await send("exit()")
-            assert left.exit_code == 0
-            op = terminals.start_send(agent, sid, SendRequest(text="sleep 30", timeout_ms=60000))
-            while "sleep 30" not in terminals.read(agent, sid, ReadRequest(offset=1)).text:
-                await asyncio.sleep(0.01)
-            await op.cancel()
-            interrupted = await asyncio.wait_for(op.done, 10)
-            assert interrupted.exit_code == 130
-            terminals.resize(agent, sid, 30, 100)
-            assert (await send("stty size")).viewport.strip() == "30 100"
-            screen = (await terminals.spawn(agent, SpawnRequest(type="shell", screen=True)))
-            top = await terminals.start_send(
-                agent, screen.session_id, SendRequest(text="top")
-            ).done
-            assert top.wait_reason is WaitReason.STDIN_READ
-            shown = terminals.read_screen(agent, screen.session_id).screen.text
-            assert "load average" in shown and "PID" in shown
-            quit_ = await terminals.start_send(
-                agent, screen.session_id, SendRequest(text="", keys=("q",))
-            ).done
-            assert quit_.exit_code == 0
-            await agent.dispose()
-    finally:
-        podman("kube", "down", str(manifest), check=False, timeout=300)
-        podman("volume", "rm", "-f", f"{pod}-run", check=False)
-    assert pod not in podman("pod", "ps", "--format", "{{.Name}}")
