@@ -70,7 +70,7 @@ async def test_the_server_image_answers_the_sdk_client_through_a_published_port(
         assert podman("inspect", "--format", "{{.State.ExitCode}}", name) == "0"
 
 
-async def test_the_shipped_world_config_opens_in_the_workload_image_and_says_its_name(
+async def test_the_shipped_world_config_opens_in_the_workload_image_and_restarts_cleanly(
     images: Images,
 ) -> None:
     with container(images.workload) as name:
@@ -82,12 +82,11 @@ async def test_the_shipped_world_config_opens_in_the_workload_image_and_says_its
             opened = await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell"))
             assert opened.world == "pod-0"
             done = await h.ctx.terminals.start_send(
-                agent, opened.session_id, SendRequest(text="echo in-$(hostname); (exit 3)")
+                agent, opened.session_id, SendRequest(text="cd /tmp; echo in-$(hostname); (exit 3)")
             ).done
             assert done.wait_reason is WaitReason.STDIN_READ and done.exit_code == 3
-            assert f"in-{podman('inspect', '--format', '{{.Config.Hostname}}', name)}" in (
-                done.viewport
-            )
+            hostname = podman("inspect", "--format", "{{.Config.Hostname}}", name)
+            assert f"in-{hostname}" in done.viewport
             # A confined mode chosen for an owner cannot be kept there: refused, naming it.
             other = h.create_agent("agent-2")
             h.ctx.sandbox_policy.set_mode(other, "workspace-write")
@@ -96,6 +95,16 @@ async def test_the_shipped_world_config_opens_in_the_workload_image_and_says_its
             assert refused.value.code == "SANDBOX_UNAVAILABLE"
             assert "world 'pod-0'" in refused.value.message
             await other.dispose()
+        # A clean shutdown with persist: true (the shipped config) hands the session over.
+        async with Harness(config=config) as h:
+            agent = h.create_agent("agent-1")
+            await agent.arrived()
+            [row] = h.ctx.terminals.list(agent)
+            assert row.session_id == opened.session_id and row.world == "pod-0"
+            done = await h.ctx.terminals.start_send(
+                agent, row.session_id, SendRequest(text="pwd")
+            ).done
+            assert done.viewport.strip() == "/tmp"
             await agent.dispose()
 
 
@@ -166,25 +175,4 @@ async def test_a_harness_killed_mid_send_gets_its_sessions_back_through_the_exec
             agent = h.create_agent("agent-1")
             await agent.arrived()
             assert h.ctx.terminals.list(agent) == []
-            await agent.dispose()
-
-
-async def test_a_clean_restart_with_persist_hands_the_sessions_to_the_next_harness(
-    images: Images,
-) -> None:
-    with container(images.workload) as name:
-        wait_for_daemon(name)
-        config = shipped_config(name)
-        async with Harness(config=config) as h:
-            agent = h.create_agent("agent-1")
-            sid = (await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell"))).session_id
-            await h.ctx.terminals.start_send(agent, sid, SendRequest(text="cd /tmp")).done
-        # persist: true in the shipped config — the upgrade case.
-        async with Harness(config=config) as h:
-            agent = h.create_agent("agent-1")
-            await agent.arrived()
-            [row] = h.ctx.terminals.list(agent)
-            assert row.session_id == sid
-            done = await h.ctx.terminals.start_send(agent, sid, SendRequest(text="pwd")).done
-            assert done.viewport.strip() == "/tmp"
             await agent.dispose()
