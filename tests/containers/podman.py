@@ -186,6 +186,28 @@ def _wheelhouse(directory: Path, seconds: dict[str, float]) -> Path:
     return wheels
 
 
+#: Images of earlier sources are removed once this old: a run still using one (another
+#: worktree's, started earlier) has long finished by then.
+STALE_S = 6 * 3600
+
+
+def _prune(repository: str, keep: str) -> None:
+    """Remove this repository's other tags built more than STALE_S ago (best effort)."""
+    import json
+
+    listed = podman(
+        "images", "--format", "json", "--filter", f"reference={repository}", check=False
+    )
+    try:
+        rows = json.loads(listed or "[]")
+    except ValueError:
+        return
+    for row in rows:
+        names = [name for name in row.get("Names") or [] if name != keep]
+        if names and time.time() - float(row.get("Created") or time.time()) > STALE_S:
+            podman("rmi", *names, check=False)
+
+
 def build_images(scratch: Path) -> Images:
     """The base and both images, built only when their inputs changed."""
     seconds: dict[str, float] = {}
@@ -211,6 +233,7 @@ def build_images(scratch: Path) -> Images:
                     timeout=BUILD_TIMEOUT_S,
                 )  # fmt: skip
                 seconds[dockerfile.name] = time.monotonic() - started
+                _prune(tag.rsplit(":", 1)[0], tag)
     return Images(base=base, workload=workload, server=server, seconds=seconds)
 
 
