@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import faulthandler
+import json
 import os
 from collections.abc import Iterator
 
 import pytest
 
-from .podman import PODMAN, Images, build_images, podman_runs, write_containers_conf
+from .podman import (
+    PODMAN,
+    Images,
+    build_images,
+    cache_dir,
+    podman_runs,
+    write_containers_conf,
+)
 
 
 @pytest.fixture(scope="session")
@@ -21,12 +30,17 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Images]:
     before = os.environ.get("CONTAINERS_CONF")
     # The harness's world commands (podman exec) inherit it from this process.
     os.environ["CONTAINERS_CONF"] = str(conf)
+    # A first build takes minutes: the suite's per-test traceback watchdog would dump
+    # stacks meanwhile; every step has its own timeout instead.
+    faulthandler.cancel_dump_traceback_later()
     try:
         built = build_images(scratch)
+        if built.seconds:
+            (cache_dir() / "last-build.json").write_text(json.dumps(built.seconds, indent=1))
         why = podman_runs(built.base)
         if why is not None:
             pytest.skip(why)
-        print(f"\ncontainer images: {built}", flush=True)
+        print(f"\ncontainer images: {built}", flush=True)  # with -s: tags and build times
         yield built
     finally:
         if before is None:
