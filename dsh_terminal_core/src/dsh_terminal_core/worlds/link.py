@@ -345,6 +345,14 @@ async def connect(
     try:
         peer = await connection.handshake(hello, timeout_s=HELLO_TIMEOUT_S)
         version = choose_version(PROTOCOL_VERSIONS, peer.get("versions"))
+    except asyncio.CancelledError:
+        # Cancelled before its hello (a harness closing mid-reconnect): the command goes.
+        connection.close()
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+        await stderr.aclose()
+        raise
     except (EOFError, TimeoutError, FrameError, ProtocolError, ConnectionError) as exc:
         connection.close()
         await _reap(process)

@@ -52,6 +52,8 @@ _NOT_RUNNING = (
     "container not found",
     "(NotFound)",
 )
+#: How long closing waits for a reconnection it cancelled to finish.
+_EXIT_WAIT_S = 5.0
 #: How long the world's ``state`` command may take to say what became of it.
 STATE_TIMEOUT_S = 5.0
 
@@ -282,8 +284,11 @@ class WorldsService:
     async def aclose(self) -> None:
         """End every link; each world's agent closes its sessions and exits."""
         self._closed = True
-        for task in list(self._reconnecting.values()):
+        reconnecting = list(self._reconnecting.values())
+        for task in reconnecting:
             task.cancel()
+        if reconnecting:  # done before the links go (a command it started is reaped)
+            await asyncio.wait(reconnecting, timeout=_EXIT_WAIT_S)
         links, self._links = list(self._links.values()), {}
         for link in links:
             with contextlib.suppress(Exception):
