@@ -211,6 +211,19 @@ if [ "$mode" = test ]; then
       say "  ssh/sshd missing: the ssh tests will be skipped (install openssh-server and openssh-client)"
     fi
   fi
+  # The container tests (tests/containers/) build a Debian base with mmdebstrap and run the
+  # images with podman under runc (crun refuses hybrid cgroup layouts); uidmap gives podman
+  # its subordinate ids.
+  for pair in podman:podman runc:runc mmdebstrap:mmdebstrap newuidmap:uidmap; do
+    tool=${pair%%:*} package=${pair#*:}
+    if ! command -v "$tool" >/dev/null 2>&1; then
+      if have_apt && is_root; then
+        apt_install "$package" || say "  could not install $package: the container tests will be skipped"
+      else
+        say "  $tool missing: the container tests will be skipped (install $package)"
+      fi
+    fi
+  done
   # The browser tests (the secret page filled in by a person) drive the system's headless
   # Chromium through Playwright (requirements-dev.txt); Playwright never downloads a browser.
   if ! command -v chromium >/dev/null 2>&1; then

@@ -459,3 +459,24 @@ async def test_a_daemon_killed_mid_send_settles_it_session_exit_within_a_second(
         process.wait()
         if process.stderr is not None:
             process.stderr.close()
+
+
+async def test_a_relay_world_with_a_key_gives_sessions_back_after_a_restart(daemon: Path) -> None:
+    # The shipped kubectl config's shape: a command relaying to the daemon, a key, persist.
+    # Adoption asks such a world too, not only `socket` worlds (SPEC §29).
+    relay = [sys.executable, "-m", "dsh_terminal_core.cli", "world", "--stdio", "--socket"]
+    key = f"relay-{uuid.uuid4().hex}"
+    entry = {"command": [*relay, str(daemon)], "key": key, "persist": True}
+    config = {"sandbox-policy": {"mode": "danger-full-access"}, "worlds": {"worlds": {"r": entry}}}
+    async with Harness(config=config) as h:
+        agent = h.create_agent("relayed")
+        sid = (await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="r"))).session_id
+        await h.ctx.terminals.start_send(agent, sid, SendRequest(text="export KEPT=relayed")).done
+    async with Harness(config=config) as h:
+        agent = h.create_agent("relayed")
+        await agent.arrived()
+        [row] = h.ctx.terminals.list(agent)
+        assert row.session_id == sid and row.world == "r"
+        done = await h.ctx.terminals.start_send(agent, sid, SendRequest(text="echo $KEPT")).done
+        assert done.viewport.strip() == "relayed"
+        await agent.dispose()

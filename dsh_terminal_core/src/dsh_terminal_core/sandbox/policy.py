@@ -256,6 +256,14 @@ class SandboxPolicyService:
         self._overrides[owner] = new_mode
         return self.resolve(owner)
 
+    def override(self, owner: Agent) -> SandboxMode | None:
+        """``owner``'s own mode when one was set for it, else None (it takes the default).
+
+        A world keeps its own default (what it can enforce there) for owners on the
+        harness's; only a mode chosen for the owner travels to it.
+        """
+        return self._overrides.get(owner)
+
     def forget(self, owner: Agent) -> None:
         """Drop ``owner``'s override (at owner disposal); harmless when there is none."""
         self._overrides.pop(owner, None)

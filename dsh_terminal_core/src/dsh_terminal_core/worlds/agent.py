@@ -254,6 +254,12 @@ class WorldAgent:
             with contextlib.suppress(Exception):
                 await held.tenant.dispose()
 
+    def stopping(self, reason: str) -> None:
+        """Tell each attached harness its sessions end, and why, before they close."""
+        for held in list(self.held.values()):
+            if held.attached is not None:
+                held.attached.detached(held, reason)
+
     async def aclose(self) -> None:
         """Close every session and dispose every tenant (whole trees)."""
         await asyncio.gather(

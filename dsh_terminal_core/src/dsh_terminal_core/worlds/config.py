@@ -39,12 +39,23 @@ class WorldEntry:
     key: str | None = None
     lease_s: int = 600
     persist: bool = False
+    #: The harness pings after this long (None: the protocol's 10 s); a world silent for
+    #: three of them is gone, so a frozen one (a paused container) settles its sends
+    #: within 4 × this.
+    heartbeat_s: float | None = None
+    #: A command printing the world's state (``podman inspect -f ... box``), run when its
+    #: daemon is found gone and quoted in the reason its sessions end with.
+    state: tuple[str, ...] | None = attrs.field(
+        default=None, converter=_as_tuple, validator=_command
+    )
 
     def __attrs_post_init__(self) -> None:
         if (self.command is None) == (self.socket is None):
             raise ValueError("a world needs exactly one of command and socket")
         if self.lease_s < 1:
             raise ValueError("lease_s must be at least 1")
+        if self.heartbeat_s is not None and not 0.05 <= self.heartbeat_s <= 3600:
+            raise ValueError("heartbeat_s must be between 0.05 and 3600")
 
 
 def _worlds(value: object) -> dict[str, WorldEntry]:

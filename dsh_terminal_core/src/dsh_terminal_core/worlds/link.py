@@ -111,10 +111,10 @@ class WorldLink:
         world_id: Mapping[str, Any] = self.hello.get("worldId") or {}
         return world_id
 
-    def start(self) -> None:
+    def start(self, heartbeat_s: float | None = None) -> None:
         loop = asyncio.get_running_loop()
         self._reader = loop.create_task(self._read())
-        self._heartbeat = loop.create_task(self._conn.keep_alive(self._silent))
+        self._heartbeat = loop.create_task(self._conn.keep_alive(self._silent, heartbeat_s))
 
     def _silent(self, why: str) -> None:
         """The heartbeat found the peer gone; the read waiting on it would never return."""
@@ -285,7 +285,11 @@ class _StderrReader:
 
 
 async def connect_socket(
-    name: str, path: str, *, client: Mapping[str, Any] | None = None
+    name: str,
+    path: str,
+    *,
+    client: Mapping[str, Any] | None = None,
+    heartbeat_s: float | None = None,
 ) -> WorldLink:
     """Connect to a world daemon's socket and shake hands; ``WORLD_UNAVAILABLE`` else."""
     try:
@@ -305,7 +309,7 @@ async def connect_socket(
     link = WorldLink(name, connection, None, None)
     link.hello = peer
     link.version = version
-    link.start()
+    link.start(heartbeat_s)
     return link
 
 
@@ -315,6 +319,7 @@ async def connect(
     *,
     env: Mapping[str, str] | None = None,
     client: Mapping[str, Any] | None = None,
+    heartbeat_s: float | None = None,
 ) -> WorldLink:
     """Start ``command``, shake hands, and return the live link; ``WORLD_UNAVAILABLE`` else."""
     stderr = _StderrReader()
@@ -340,6 +345,14 @@ async def connect(
     try:
         peer = await connection.handshake(hello, timeout_s=HELLO_TIMEOUT_S)
         version = choose_version(PROTOCOL_VERSIONS, peer.get("versions"))
+    except asyncio.CancelledError:
+        # Cancelled before its hello (a harness closing mid-reconnect): the command goes.
+        connection.close()
+        with contextlib.suppress(ProcessLookupError):
+            process.kill()
+        await process.wait()
+        await stderr.aclose()
+        raise
     except (EOFError, TimeoutError, FrameError, ProtocolError, ConnectionError) as exc:
         connection.close()
         await _reap(process)
@@ -357,5 +370,5 @@ async def connect(
     link = WorldLink(name, connection, process, stderr)
     link.hello = peer
     link.version = version
-    link.start()
+    link.start(heartbeat_s)
     return link

@@ -211,7 +211,7 @@ def error_from_wire(wire: Mapping[str, Any], world: str) -> TerminalError:
     code = wire.get("code") if isinstance(wire.get("code"), str) else "INTERNAL"
     message = wire.get("message") if isinstance(wire.get("message"), str) else "no message"
     advice = wire.get("advice") if isinstance(wire.get("advice"), str) else None
-    if code == "INTERNAL":
+    if f"world {world!r}" not in message:
         message = f"world {world!r}: {message}"
     return TerminalError(str(message), str(code), advice=advice)
 

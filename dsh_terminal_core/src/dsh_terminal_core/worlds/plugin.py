@@ -31,8 +31,17 @@ Config = WorldsConfig
 
 
 def _mode_of(policy: SandboxPolicyService | None) -> Any:
+    """The mode a world is told for an owner: only one chosen for that owner.
+
+    The harness's deployment default is this host's (its bubblewrap); a world defaults to
+    what it can do there (``world --sandbox``; a container's daemon runs unconfined, the
+    container being the sandbox). A mode set for the owner travels, and a world that
+    cannot enforce it refuses the open naming itself.
+    """
+
     def mode(owner: Any) -> str | None:
-        return None if policy is None else str(policy.resolve(owner).mode.value)
+        chosen = None if policy is None else policy.override(owner)
+        return None if chosen is None else str(chosen.value)
 
     return mode
 
@@ -72,7 +81,7 @@ def dsh_agent_created(agent: Agent, ctx: Context) -> None:
     if not ctx.has("worlds") or not ctx.has("terminals"):
         return
     worlds: WorldsService = ctx.worlds
-    if any(entry.socket is not None for entry in worlds.config.worlds.values()):
+    if any(worlds.keeps_sessions(entry) for entry in worlds.config.worlds.values()):
         agent.expect(worlds.adopt(agent, ctx.terminals))
 
 

@@ -205,8 +205,14 @@ async def _serve_socket(
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    stopped_by: list[str] = []
+
+    def on_signal(signum: signal.Signals) -> None:
+        stopped_by.append(signum.name)
+        stop.set()
+
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        loop.add_signal_handler(signum, stop.set)
+        loop.add_signal_handler(signum, on_signal, signum)
     async with Harness(plugins=plugins, config=config) as harness:
         agent = WorldAgent(harness, daemon=True, lease_s=lease_s)
         connections: set[asyncio.Task[None]] = set()
@@ -230,6 +236,10 @@ async def _serve_socket(
             await stop.wait()
         finally:
             server.close()
+            # Every harness attached hears why its sessions end before its connection
+            # does (a `docker stop` reads as the daemon stopping, never as a bare EOF).
+            agent.stopping(f"the world daemon is stopping ({', '.join(stopped_by) or 'exit'})")
+            await agent.aclose()
             for task in list(connections):
                 task.cancel()
             await asyncio.gather(*connections, return_exceptions=True)

@@ -40,15 +40,53 @@ RECONNECT_MAX_S = 2.0
 __all__ = ["WorldsService"]
 
 
+#: What proves no daemon serves a world any more: the relay's words for a socket that
+#: refuses, and a container runtime's for a container that is not running (stopped,
+#: killed, paused, removed) — podman, docker and kubectl, in their own words.
+_NOT_RUNNING = (
+    "no world daemon answers",
+    "container state improper",
+    "is not running",
+    "is paused",
+    "no such container",
+    "container not found",
+    "(NotFound)",
+)
+#: How long closing waits for a reconnection it cancelled to finish.
+_EXIT_WAIT_S = 5.0
+#: How long the world's ``state`` command may take to say what became of it.
+STATE_TIMEOUT_S = 5.0
+
+
 def _daemon_gone(exc: TerminalError) -> bool:
     """The refusal proves no daemon serves the world any more (not a channel's hiccup).
 
-    A unix socket that refuses or is gone says so on this host; a relay says it in its
-    own words. A command that fails otherwise (an API server unreachable for ``kubectl``)
-    may come back, and is retried.
+    A command that fails otherwise (an API server unreachable for ``kubectl``) may come
+    back, and is retried.
     """
     said = exc.fact
-    return "no world daemon answers" in said
+    return any(words in said for words in _NOT_RUNNING)
+
+
+async def _state_of(command: tuple[str, ...]) -> str:
+    """The first line of what the world's ``state`` command prints, or why it could not."""
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
+    except OSError as exc:
+        return f"{command[0]!r} could not start: {exc.strerror or exc}"
+    try:
+        out, _ = await asyncio.wait_for(process.communicate(), STATE_TIMEOUT_S)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        return f"{command[0]!r} said nothing within {STATE_TIMEOUT_S:g} s"
+    lines = out.decode("utf-8", "replace").strip().splitlines()
+    return lines[0][:300] if lines else f"{command[0]!r} printed nothing"
 
 
 class WorldsService:
@@ -118,8 +156,12 @@ class WorldsService:
             except TerminalError as exc:
                 if _daemon_gone(exc):
                     # Nothing listens: the daemon died, and its sessions with it (its
-                    # guardian and bubblewrap's --die-with-parent see to that).
-                    self._end_all(world, f"world {world!r}'s daemon is gone: {exc.fact}")
+                    # guardian and bubblewrap's --die-with-parent see to that), or its
+                    # container is not running.
+                    why = f"world {world!r}'s daemon is gone: {exc.fact}"
+                    if entry.state is not None:
+                        why += f" (its state: {await _state_of(entry.state)})"
+                    self._end_all(world, why)
                     return
                 if asyncio.get_running_loop().time() >= give_up:
                     self._end_all(world, f"world {world!r} stayed out of reach for its lease")
@@ -168,35 +210,45 @@ class WorldsService:
             if current is not None:
                 await current.aclose()  # its agent is gone: reap the command, free its pipes
             client = {"key": entry.key}
+            beat = entry.heartbeat_s
             if entry.socket is not None:
-                link = await connect_socket(world, entry.socket, client=client)
+                link = await connect_socket(world, entry.socket, client=client, heartbeat_s=beat)
             else:
                 assert entry.command is not None
-                link = await connect(world, entry.command, client=client)
+                link = await connect(world, entry.command, client=client, heartbeat_s=beat)
             link.on_lost = lambda why, link=link: self._lost(world, link, why)
             self._links[world] = link
             return link
+
+    @staticmethod
+    def keeps_sessions(entry: WorldEntry) -> bool:
+        """The world may hold sessions of an earlier harness: a daemon's socket, or a
+        command with a ``key`` (a relay to a daemon, the shape ``kubectl exec -i ... world
+        --stdio --socket`` and ``docker exec -i`` take)."""
+        return entry.socket is not None or entry.key is not None
 
     async def adopt(self, agent: Agent, registry: Any) -> list[str]:
         """Publish every session a daemon kept for ``agent``'s id; return their ids.
 
         A world that cannot be reached is skipped with a log line (its sessions stay
-        there for their lease); an id already taken here gets a fresh one, said in a
-        notice.
+        there for their lease); a command world whose agent is no daemon has nothing to
+        give back; an id already taken here gets a fresh one, said in a notice.
         """
         adopted: list[str] = []
         for world, entry in self.config.worlds.items():
-            if entry.socket is None:
+            if not self.keeps_sessions(entry):
                 continue
             try:
                 link = await self.link(world)
+                capabilities = link.hello.get("capabilities") or {}
+                resumable = isinstance(capabilities, dict) and bool(capabilities.get("daemon"))
+                if not resumable:
+                    continue
                 answer = await link.call({"t": "adopt", "agentId": agent.id})
             except TerminalError as exc:
                 log.warning("world %r: cannot adopt %r's sessions: %s", world, agent.id, exc)
                 continue
             for row in answer.get("sessions") or []:
-                capabilities = link.hello.get("capabilities") or {}
-                resumable = isinstance(capabilities, dict) and bool(capabilities.get("daemon"))
                 session = session_from_row(link, world, row, resumable=resumable)
                 self._hold(world, agent, session)
                 wanted = row.get("harnessSid")
@@ -232,8 +284,11 @@ class WorldsService:
     async def aclose(self) -> None:
         """End every link; each world's agent closes its sessions and exits."""
         self._closed = True
-        for task in list(self._reconnecting.values()):
+        reconnecting = list(self._reconnecting.values())
+        for task in reconnecting:
             task.cancel()
+        if reconnecting:  # done before the links go (a command it started is reaped)
+            await asyncio.wait(reconnecting, timeout=_EXIT_WAIT_S)
         links, self._links = list(self._links.values()), {}
         for link in links:
             with contextlib.suppress(Exception):

@@ -362,7 +362,13 @@ class WorldSession:
         return self._suspended
 
     def end(self, why: str) -> None:
-        """The world's agent is gone: settle what was in flight, read ``exited`` from now."""
+        """The world's agent is gone: settle what was in flight, read ``exited`` from now.
+
+        The first reason stands: a daemon that said why it stopped is not overwritten by
+        the lost connection that follows.
+        """
+        if self._gone is not None:
+            return
         for guard in self._guards:
             guard.cancel()
         self._guards.clear()
