@@ -19,6 +19,7 @@ import pytest
 from dsh_terminal_core.registry import ReadRequest, SendRequest, WaitReason
 
 from ..helpers import full_access, harness, open_shell, send
+from ..shells import each_shell  # noqa: F401  (every test runs for each shell)
 
 ROUNDS = 50
 SHORT_BUDGET = full_access(**{"terminal-bash": {"timeout_ms": 200}})

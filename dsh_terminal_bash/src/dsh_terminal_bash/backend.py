@@ -1,4 +1,10 @@
-"""The ``shell`` backend: spawns bash under the owner's sandbox policy."""
+"""The shell backends: spawn a shell under the owner's sandbox policy.
+
+:class:`ShellBackend` is the shell-neutral base every shell backend is built from (bash
+here; zsh and fish in their own distributions): the config, the sandbox, the spawn and
+the session are shared, and a :class:`~.shell.ShellPolicy` says what is the shell's own.
+:class:`BashBackend` is that base with bash's policy (type ``shell``).
+"""
 
 from __future__ import annotations
 
@@ -12,18 +18,20 @@ from dsh_terminal_core.provider import TerminalProvider, TerminalSpawnSpec
 from dsh_terminal_core.registry import BackendSpawnContext
 
 from .config import BashConfig
-from .environment import owner_marker, shell_environment
+from .environment import BASH, owner_marker, session_environment
 from .screen import ScreenEmulator
 from .session import BashSession
+from .shell import ShellPolicy
 
-__all__ = ["BashBackend"]
+__all__ = ["BashBackend", "ShellBackend"]
 
 
-class BashBackend:
-    """Creates :class:`BashSession` objects; registered with ``ctx.terminals``.
+class ShellBackend:
+    """Creates sessions of one shell program; registered with ``ctx.terminals``.
 
     ``sandbox_policy`` decides the mode per owner; ``sandbox`` (may be None) confines
     the argv. A confined mode without a sandbox fails before anything is spawned.
+    ``shell`` is the shell's own part (its prompt protocol and continuation prompts).
     """
 
     def __init__(
@@ -32,11 +40,13 @@ class BashBackend:
         sandbox_policy: Any,
         sandbox: Any | None,
         config: BashConfig,
+        shell: ShellPolicy,
     ) -> None:
         self._provider = provider
         self._policy = sandbox_policy
         self._sandbox = sandbox
         self._config = config
+        self._shell = shell
 
     @property
     def type(self) -> str:
@@ -44,7 +54,8 @@ class BashBackend:
 
     @property
     def exports_env(self) -> bool:
-        """Its sessions are interactive bash, which runs ``export NAME=value`` lines."""
+        """Its sessions are interactive shells, which run ``export NAME=value`` lines
+        (fish through its ``export`` function)."""
         return True
 
     def process_marker(self, owner_id: str) -> dict[str, str]:
@@ -57,7 +68,7 @@ class BashBackend:
 
     def _argv_and_cwd(self, context: BackendSpawnContext, policy: Any) -> tuple[list[str], str]:
         config = self._config
-        argv = [config.shell_path, *config.shell_args]
+        argv = [config.shell_path, *config.shell_args, *self._shell.protocol_args]
         cwd = context.cwd or (policy.workspace_root if policy is not None else os.getcwd())
         if not os.path.isabs(cwd):
             base = policy.workspace_root if policy is not None else os.getcwd()
@@ -67,7 +78,7 @@ class BashBackend:
         if not (os.path.isfile(config.shell_path) and os.access(config.shell_path, os.X_OK)):
             raise TerminalError(
                 f"shell {config.shell_path!r} does not exist or is not executable "
-                "(set terminal-bash.shell_path)",
+                f"(set {self._shell.section}.shell_path)",
                 "SPAWN_FAILED",
             )
         if policy is not None and policy.confined:
@@ -94,9 +105,12 @@ class BashBackend:
         spec = TerminalSpawnSpec(
             argv=argv,
             cwd=cwd,
-            env=shell_environment(
-                context.owner.id, context.session_id, private_tmp=confined, screen=context.screen
-            ),
+            env={
+                **session_environment(
+                    context.owner.id, context.session_id, private_tmp=confined, screen=context.screen
+                ),
+                **self._shell.environment,
+            },
             rows=context.rows or self._config.rows,
             cols=context.cols or self._config.cols,
             grace_ms=self._config.dispose_grace_ms,
@@ -109,6 +123,7 @@ class BashBackend:
             screen=ScreenEmulator(spec.rows, spec.cols) if context.screen else None,
             signals_folded=confined,
             size=(spec.rows, spec.cols),
+            shell=self._shell,
         )
         try:
             await session.start(context.cancel)
@@ -118,3 +133,16 @@ class BashBackend:
                 await asyncio.shield(process.terminate())
             raise
         return session
+
+
+class BashBackend(ShellBackend):
+    """The bash backend (type ``shell`` by default): the base with bash's policy."""
+
+    def __init__(
+        self,
+        provider: TerminalProvider,
+        sandbox_policy: Any,
+        sandbox: Any | None,
+        config: BashConfig,
+    ) -> None:
+        super().__init__(provider, sandbox_policy, sandbox, config, BASH)

@@ -1,0 +1,15 @@
+# dsh-terminal's prompt protocol for zsh (ZDOTDIR points here; see dsh_terminal_zsh.environment).
+# The user's own rc files are not read: ZDOTDIR replaces ~ for them, and the session's
+# zsh starts with --no-globalrcs.
+unsetopt PROMPT_CR PROMPT_SP BEEP
+PROMPT_EOL_MARK=''
+PS1=$DSH_ZSH_PS1 PS2=$DSH_ZSH_PS2 RPS1='' RPS2=''
+# Re-asserted before every prompt, so a PS1=... of a command never survives to the next.
+__dsh_precmd() { PS1=$DSH_ZSH_PS1 PS2=$DSH_ZSH_PS2 RPS1='' RPS2='' }
+precmd_functions=(${precmd_functions:#__dsh_precmd} __dsh_precmd)
+# An interrupted line of builtins leaves 130, as in bash (zsh alone would leave the status
+# of the command before it).
+TRAPINT() { return $(( 128 + $1 )) }
+# An exit the shell takes itself prints its status (told apart from a death by a signal).
+__dsh_exit() { print -rn -- $'\e]133;E;'$?$'\a' }
+zshexit_functions=(${zshexit_functions:#__dsh_exit} __dsh_exit)
