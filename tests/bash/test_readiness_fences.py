@@ -19,7 +19,7 @@ import pytest
 from dsh_terminal_core.registry import ReadRequest, SendRequest, WaitReason
 
 from ..helpers import full_access, harness, open_shell, send
-from ..shells import each_shell  # noqa: F401  (every test runs for each shell)
+from ..shells import each_shell, exit_with, status_var  # noqa: F401  (each test runs per shell)
 
 ROUNDS = 50
 SHORT_BUDGET = full_access(**{"terminal-bash": {"timeout_ms": 200}})
@@ -44,7 +44,7 @@ async def _interrupt_then_send(signal: str) -> None:
             # Nothing of the interrupted command's prompt either: exactly this output.
             assert after.viewport == f"after-{i}\n", (i, after.viewport)
             # The interrupted command's status never leaks into a later send either.
-            status = await send(h, agent, sid, "echo $?")
+            status = await send(h, agent, sid, f"echo {status_var()}")
             assert (status.exit_code, status.viewport) == (0, "0\n"), (i, status)
         # The interrupted prompts went to the scrollback, where they belong.
         page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=1, count=10_000))
@@ -68,7 +68,7 @@ async def test_type_ahead_settles_on_the_prompt_after_the_typed_command(tmp_path
         sid = await open_shell(h, agent)
         for i in range(ROUNDS):
             # The running command waits on a gate, not on the terminal, and ends with 7.
-            running = await send(h, agent, sid, f"read -r _ < {gate}; (exit 7)")
+            running = await send(h, agent, sid, f"read -r _ < {gate}; {exit_with(7)}")
             assert running.wait_reason is WaitReason.TIMEOUT, (i, running)
             op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=f"echo second-{i}"))
             # Open the gate once the typed-ahead line is written (inside start_send when
@@ -90,13 +90,15 @@ async def test_multi_line_input_settles_after_its_last_line() -> None:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
         for i in range(ROUNDS):
-            result = await send(h, agent, sid, f"echo one-{i}\n(exit 3)\necho three-{i}; (exit 4)")
+            text = f"echo one-{i}\n{exit_with(3)}\necho three-{i}; {exit_with(4)}"
+            result = await send(h, agent, sid, text)
             assert (result.wait_reason, result.exit_code) == (WaitReason.STDIN_READ, 4), (i, result)
             assert _last_line(result.viewport) == f"three-{i}", (i, result.viewport)
             assert re.search(rf"one-{i}\n", result.viewport), result.viewport
 
 
 @pytest.mark.local_only
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_unread_input_and_wake_counter_are_reported_by_the_provider(
     tmp_path: Path,
 ) -> None:
@@ -128,10 +130,11 @@ async def test_unread_input_and_wake_counter_are_reported_by_the_provider(
         assert "queued" not in result.viewport.split("\n"), result.viewport
         after = process.wake_count(shell)
         assert after is not None and after > before
-        check = await send(h, agent, sid, "echo $?")
+        check = await send(h, agent, sid, f"echo {status_var()}")
         assert check.viewport == "0\n"
 
 
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_send_after_sigint_to_the_idle_shell_runs_whole() -> None:
     async with harness() as h:
         agent = h.create_agent("a")

@@ -20,7 +20,12 @@ from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.registry import SendRequest, SendResult, WaitReason
 
 from ..helpers import harness, open_shell, send
-from ..shells import each_shell, interrupted_codes, nested  # noqa: F401  (every test runs for each shell)
+from ..shells import (  # noqa: F401  (every test runs for each shell)
+    each_shell,
+    exit_with,
+    interrupted_codes,
+    nested,
+)
 
 ROUNDS = 50
 STDIN = WaitReason.STDIN_READ
@@ -49,7 +54,7 @@ async def _next_line_runs_alone(
     h: Harness, agent: Agent, sid: str, token: str, code: int = 0
 ) -> None:
     """The next line settles on its own prompt, with its own exit code and only its output."""
-    line = f"echo {token}" + (f"; (exit {code})" if code else "")
+    line = f"echo {token}" + (f"; {exit_with(code)}" if code else "")
     after = await send(h, agent, sid, line)
     assert (after.wait_reason, after.exit_code) == (STDIN, code), (token, after)
     assert after.viewport == f"{token}\n", (token, after.viewport)
@@ -77,7 +82,7 @@ async def test_cancel_interrupts_a_command_that_takes_the_foreground_late() -> N
             # A builtin runs first, so the cancel can land while bash itself is busy with
             # the line; the sleep forked afterwards must still be interrupted.
             result = await _cancel_after_turns(
-                h, agent, sid, f"x={i}; sleep 20; echo not-{i}", i % 3 + 1
+                h, agent, sid, f"true {i}; sleep 20; echo not-{i}", i % 3 + 1
             )
             assert (result.wait_reason, result.exit_code) == (STDIN, 130), (i, result)
             assert f"not-{i}" not in result.viewport.split("\n"), (i, result.viewport)
@@ -107,7 +112,7 @@ async def test_cancel_while_bash_is_busy_inside_its_line_drops_the_part_it_read(
         sid = await open_shell(h, agent)
         await _hold_line_editor(h, agent, sid, held, gate)
         for i in range(ROUNDS):
-            line = f"echo part-{i}\x14; echo rest-{i}; (exit 3)"
+            line = f"echo part-{i}\x14; echo rest-{i}; {exit_with(3)}"
             op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=line))
             # Bash has read `echo part-N` and is busy; the rest of the line is unread.
             assert await asyncio.to_thread(held.read_text) == "held\n"
@@ -137,7 +142,7 @@ async def test_cancel_outlived_by_a_busy_shell_still_drops_the_part_it_read(
             # The send's budget runs out while bash is still busy inside the line it was
             # reading when the cancel flushed the rest of it (the budget is what this
             # flow is about; the silence tier ends such a send the same way, later).
-            line = f"echo part-{i}\x14; echo rest-{i}; (exit 3)"
+            line = f"echo part-{i}\x14; echo rest-{i}; {exit_with(3)}"
             op = h.ctx.terminals.start_send(
                 agent, sid, SendRequest(text=line, timeout_ms=CUT_LINE_BUDGET_MS)
             )
@@ -161,7 +166,7 @@ async def test_cancel_stops_a_loop_the_shell_runs_by_itself(tmp_path: Path) -> N
         sid = await open_shell(h, agent)
         for i in range(ROUNDS):
             # Builtins only: no command ever takes the foreground from the shell.
-            line = f"echo up > {running}; while :; do :; done; echo never-{i}; (exit 3)"
+            line = f"echo up > {running}; while :; do :; done; echo never-{i}; {exit_with(3)}"
             op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=line))
             assert await asyncio.to_thread(running.read_text) == "up\n"
             await op.cancel()
@@ -177,14 +182,14 @@ async def test_cancel_after_sigint_to_the_idle_shell_leaves_nothing_behind() -> 
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
         for i in range(ROUNDS):
-            before = await send(h, agent, sid, f"echo before-{i}; (exit 4)")
+            before = await send(h, agent, sid, f"echo before-{i}; {exit_with(4)}")
             assert (before.wait_reason, before.exit_code) == (STDIN, 4), (i, before)
             # The idle shell is interrupted, so the next send answers that first; the
             # cancel lands 0-3 loop turns into it, before or while its line is typed.
             for _ in range(1 + i % 2):
                 await h.ctx.terminals.signal(agent, sid, "SIGINT")
             result = await _cancel_after_turns(
-                h, agent, sid, f"sleep 5; echo cancelled-{i}; (exit 3)", i % 4
+                h, agent, sid, f"sleep 5; echo cancelled-{i}; {exit_with(3)}", i % 4
             )
             assert (result.wait_reason, result.exit_code) == (STDIN, 130), (i, result)
             assert f"cancelled-{i}" not in result.viewport.split("\n"), (i, result.viewport)
@@ -197,7 +202,7 @@ async def test_exit_code_survives_a_bare_carriage_return() -> None:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
         for i in range(ROUNDS):
-            result = await send(h, agent, sid, f"printf 'cr-{i}\\r'; (exit 3)")
+            result = await send(h, agent, sid, f"printf 'cr-{i}\\r'; {exit_with(3)}")
             assert (result.wait_reason, result.exit_code) == (STDIN, 3), (i, result)
             assert _last_line(result.viewport) == f"cr-{i}", (i, result.viewport)
 
@@ -237,7 +242,7 @@ async def test_exit_code_survives_a_replaced_prompt_command_or_ps1() -> None:
         replacements = ("unset PROMPT_COMMAND", "PROMPT_COMMAND='true'", "PS1='x$ '", "unset PS1")
         for i in range(ROUNDS):
             await send(h, agent, sid, replacements[i % len(replacements)])
-            result = await send(h, agent, sid, f"echo pc-{i}; (exit 3)")
+            result = await send(h, agent, sid, f"echo pc-{i}; {exit_with(3)}")
             assert (result.wait_reason, result.exit_code) == (STDIN, 3), (i, result)
             assert result.viewport == f"pc-{i}\n", (i, result.viewport)
             # Replacing the second one too is the documented fallback; restore both.
@@ -280,7 +285,7 @@ async def test_nested_shell_settles_on_its_prompt_with_exit_codes() -> None:
             # --norc keeps the user's rc files out; a plain `bash` is one of the rounds.
             entered = await send(h, agent, sid, nested(plain=i % 10 == 0))
             assert (entered.wait_reason, entered.exit_code) == (STDIN, 0), (i, entered)
-            inside = await send(h, agent, sid, f"echo in-{i}; (exit 4)")
+            inside = await send(h, agent, sid, f"echo in-{i}; {exit_with(4)}")
             assert (inside.wait_reason, inside.exit_code) == (STDIN, 4), (i, inside)
             assert inside.viewport == f"in-{i}\n", (i, inside.viewport)
             left = await send(h, agent, sid, f"exit {i % 7 + 1}")
