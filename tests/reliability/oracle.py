@@ -39,7 +39,10 @@ from dsh_terminal_core.registry import SendRequest, SendResult, SpawnRequest, Wa
 __all__ = ["OracleReport", "run_oracle", "without_cut_echo"]
 
 _TOKEN = re.compile(r"\bfg-\d+-\d+\b")
-_BACKGROUND_NOISE = re.compile(r"\bbg-\d+-\d+\b|^\[\d+\][+-]? +Done|^dsh> $")
+# bash's job notice is ``[1]+  Done ...``; zsh's ``[1]  + done ...``.
+_BACKGROUND_NOISE = re.compile(
+    r"\bbg-\d+-\d+\b|^\[\d+\][+-]? +Done|^\[\d+\] +[+-]? *done\b|^dsh> $"
+)
 _STDIN = WaitReason.STDIN_READ
 _PROMPT = "dsh> "
 
@@ -324,6 +327,7 @@ async def _run_stream(
     report: OracleReport,
     idle_sigint: bool,
     world: list[str] | None = None,
+    shell: str = "shell",
 ) -> None:
     config: dict[str, Any] = {"sandbox-policy": {"mode": "danger-full-access"}}
     if world is not None:
@@ -331,7 +335,7 @@ async def _run_stream(
     async with Harness(config=config) as h:
         agent = h.create_agent(f"oracle-{index}")
         spawned = await h.ctx.terminals.spawn(
-            agent, SpawnRequest(type="shell", world="w" if world is not None else None)
+            agent, SpawnRequest(type=shell, world="w" if world is not None else None)
         )
         stream = _Stream(
             index=index,
@@ -358,18 +362,21 @@ async def run_oracle(
     streams: int = 4,
     idle_sigint: bool = False,
     world: list[str] | None = None,
+    shell: str = "shell",
 ) -> OracleReport:
     """Run ``operations`` settlements over ``streams`` concurrent shells; return the report.
 
     ``idle_sigint`` adds SIGINTs to the shell itself while it idles at its prompt.
     ``world`` is the command of an execution world (SPEC §21) to run the shells in.
+    ``shell`` is the backend type: ``shell`` (bash) or ``zsh``, whose syntax the
+    commands share (fish's differs: ``(exit 3)`` and ``( ... ) &`` are not fish).
     """
     started = time.monotonic()
     parts = [OracleReport(seed=seed) for _ in range(streams)]
     share = [operations // streams + (1 if i < operations % streams else 0) for i in range(streams)]
     await asyncio.gather(
         *(
-            _run_stream(i, seed, share[i], parts[i], idle_sigint, world)
+            _run_stream(i, seed, share[i], parts[i], idle_sigint, world, shell)
             for i in range(streams)
         )
     )
@@ -392,6 +399,9 @@ def main(argv: list[str] | None = None) -> int:
         "--idle-sigint", action="store_true", help="also SIGINT the shell idle at its prompt"
     )
     parser.add_argument(
+        "--shell", choices=("shell", "zsh"), default="shell", help="backend type (bash: shell)"
+    )
+    parser.add_argument(
         "--world",
         nargs=argparse.REMAINDER,
         help="run the shells in the execution world this command starts (the rest of argv)",
@@ -404,6 +414,7 @@ def main(argv: list[str] | None = None) -> int:
             streams=args.streams,
             idle_sigint=args.idle_sigint,
             world=args.world or None,
+            shell=args.shell,
         )
     )
     print(json.dumps(report.as_dict(), indent=2))

@@ -2,6 +2,9 @@
 # The user's own rc files are not read: ZDOTDIR replaces ~ for them, and the session's
 # zsh starts with --no-globalrcs.
 unsetopt PROMPT_CR PROMPT_SP BEEP
+# Job notices only before a prompt, as in bash: with NOTIFY zsh prints one while idle and
+# redraws the prompt, marker and all, with the status of the command before.
+unsetopt NOTIFY
 PROMPT_EOL_MARK=''
 PS1=$DSH_ZSH_PS1 PS2=$DSH_ZSH_PS2 RPS1='' RPS2=''
 # Re-asserted before every prompt, so a PS1=... of a command never survives to the next.
