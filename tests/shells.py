@@ -29,6 +29,14 @@ _EXIT = {"shell": "(exit {0})", "zsh": "(exit {0})", "fish": "sh -c 'exit {0}'"}
 _STATUS = {"shell": "$?", "zsh": "$?", "fish": "$status"}
 
 
+_LOOP = {"shell": "while :; do :; done", "zsh": "while :; do :; done", "fish": "while true; end"}
+
+
+def busy_loop() -> str:
+    """An endless loop of builtins in the current shell's syntax (no command is forked)."""
+    return _LOOP[helpers.shell_type]
+
+
 def exit_with(code: int) -> str:
     """A command that only sets the last status to ``code``, in the current shell's syntax."""
     return _EXIT[helpers.shell_type].format(code)
@@ -56,6 +64,16 @@ _INTERRUPTED = {"shell": (130,), "zsh": (130, 1), "fish": (130,)}
 def interrupted_codes() -> tuple[int, ...]:
     """The exit codes the current shell reports for a line a Ctrl-C stopped in a builtin."""
     return _INTERRUPTED[helpers.shell_type]
+
+
+# fish settles each send about half a second later (its worker threads, docs/shells.md),
+# so its share of a suite runs a fifth of the rounds to stay within the suite's time.
+_ROUND_SHARE = {"shell": 1, "zsh": 1, "fish": 5}
+
+
+def rounds(full: int) -> int:
+    """How many of a flow's ``full`` rounds the current shell runs (at least 5)."""
+    return max(5, full // _ROUND_SHARE[helpers.shell_type])
 
 
 def current() -> str:

@@ -1,7 +1,8 @@
 """Cancel as a real Ctrl-C, exit codes that survive the noise, nested shells.
 
-Each flow runs at least 50 times on one shell with the production timing defaults and
-asserts, every time, the exact wait reason, the exit code and that the output belongs to
+Each flow runs at least 50 times on one shell (a fifth as many on fish, whose sends settle
+later: ``tests/shells.py``) with the production timing defaults, for each shell the flow
+holds for, and asserts, every time, the exact wait reason, the exit code and that the output belongs to
 the command that was sent.
 """
 
@@ -21,10 +22,12 @@ from dsh_terminal_core.registry import SendRequest, SendResult, WaitReason
 
 from ..helpers import harness, open_shell, send
 from ..shells import (  # noqa: F401  (every test runs for each shell)
+    busy_loop,
     each_shell,
     exit_with,
     interrupted_codes,
     nested,
+    rounds,
 )
 
 ROUNDS = 50
@@ -60,11 +63,14 @@ async def _next_line_runs_alone(
     assert after.viewport == f"{token}\n", (token, after.viewport)
 
 
+# fish: a Ctrl-C while fish is between its reads, or inside a loop of builtins, does not
+# always bring a marked prompt (docs/shells.md); those sends settle by silence there.
+@pytest.mark.shells("shell", "zsh")
 async def test_cancel_within_loop_turns_of_the_send_never_runs_part_of_the_line() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS * 2):
+        for i in range(rounds(ROUNDS) * 2):
             # Cancel 0, 1, 2 or 3 loop turns after the send.
             result = await _cancel_after_turns(h, agent, sid, "sleep 20", i % 4)
             assert (result.wait_reason, result.exit_code) == (STDIN, 130), (i, result)
@@ -74,11 +80,12 @@ async def test_cancel_within_loop_turns_of_the_send_never_runs_part_of_the_line(
             await _next_line_runs_alone(h, agent, sid, f"next-{i}")
 
 
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_cancel_interrupts_a_command_that_takes_the_foreground_late() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             # A builtin runs first, so the cancel can land while bash itself is busy with
             # the line; the sleep forked afterwards must still be interrupted.
             result = await _cancel_after_turns(
@@ -111,7 +118,7 @@ async def test_cancel_while_bash_is_busy_inside_its_line_drops_the_part_it_read(
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
         await _hold_line_editor(h, agent, sid, held, gate)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             line = f"echo part-{i}\x14; echo rest-{i}; {exit_with(3)}"
             op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=line))
             # Bash has read `echo part-N` and is busy; the rest of the line is unread.
@@ -138,7 +145,7 @@ async def test_cancel_outlived_by_a_busy_shell_still_drops_the_part_it_read(
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
         await _hold_line_editor(h, agent, sid, held, gate)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             # The send's budget runs out while bash is still busy inside the line it was
             # reading when the cancel flushed the rest of it (the budget is what this
             # flow is about; the silence tier ends such a send the same way, later).
@@ -158,15 +165,18 @@ async def test_cancel_outlived_by_a_busy_shell_still_drops_the_part_it_read(
             await _next_line_runs_alone(h, agent, sid, f"next-{i}", code=5)
 
 
+# fish: a Ctrl-C while fish is between its reads, or inside a loop of builtins, does not
+# always bring a marked prompt (docs/shells.md); those sends settle by silence there.
+@pytest.mark.shells("shell", "zsh")
 async def test_cancel_stops_a_loop_the_shell_runs_by_itself(tmp_path: Path) -> None:
     running = tmp_path / "running"
     os.mkfifo(running)
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             # Builtins only: no command ever takes the foreground from the shell.
-            line = f"echo up > {running}; while :; do :; done; echo never-{i}; {exit_with(3)}"
+            line = f"echo up > {running}; {busy_loop()}; echo never-{i}; {exit_with(3)}"
             op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=line))
             assert await asyncio.to_thread(running.read_text) == "up\n"
             await op.cancel()
@@ -177,11 +187,12 @@ async def test_cancel_stops_a_loop_the_shell_runs_by_itself(tmp_path: Path) -> N
             await _next_line_runs_alone(h, agent, sid, f"after-{i}")
 
 
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_cancel_after_sigint_to_the_idle_shell_leaves_nothing_behind() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             before = await send(h, agent, sid, f"echo before-{i}; {exit_with(4)}")
             assert (before.wait_reason, before.exit_code) == (STDIN, 4), (i, before)
             # The idle shell is interrupted, so the next send answers that first; the
@@ -197,11 +208,12 @@ async def test_cancel_after_sigint_to_the_idle_shell_leaves_nothing_behind() -> 
             await _next_line_runs_alone(h, agent, sid, f"after-{i}")
 
 
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_exit_code_survives_a_bare_carriage_return() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             result = await send(h, agent, sid, f"printf 'cr-{i}\\r'; {exit_with(3)}")
             assert (result.wait_reason, result.exit_code) == (STDIN, 3), (i, result)
             assert _last_line(result.viewport) == f"cr-{i}", (i, result.viewport)
@@ -212,7 +224,7 @@ async def test_exit_code_survives_a_job_notice() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             started = await send(h, agent, sid, "sleep 0.01 &")
             found = re.search(r"\[\d+\] (\d+)", started.viewport)
             assert found, started.viewport
@@ -240,7 +252,7 @@ async def test_exit_code_survives_a_replaced_prompt_command_or_ps1() -> None:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
         replacements = ("unset PROMPT_COMMAND", "PROMPT_COMMAND='true'", "PS1='x$ '", "unset PS1")
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             await send(h, agent, sid, replacements[i % len(replacements)])
             result = await send(h, agent, sid, f"echo pc-{i}; {exit_with(3)}")
             assert (result.wait_reason, result.exit_code) == (STDIN, 3), (i, result)
@@ -250,11 +262,12 @@ async def test_exit_code_survives_a_replaced_prompt_command_or_ps1() -> None:
 
 
 @pytest.mark.skipif(shutil.which("vim") is None, reason="vim is not installed")
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_exit_code_survives_quitting_vim() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             opened = await send(h, agent, sid, "vim -u NONE -N -n")
             assert opened.wait_reason is STDIN, (i, opened)
             code = i % 2  # :q leaves 0, :cq leaves 1
@@ -263,11 +276,12 @@ async def test_exit_code_survives_quitting_vim() -> None:
 
 
 @pytest.mark.skipif(shutil.which("less") is None, reason="less is not installed")
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_exit_code_survives_quitting_less() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             opened = await send(h, agent, sid, "less -K /etc/passwd")
             assert opened.wait_reason is STDIN, (i, opened)
             quit_ = await send(h, agent, sid, "q", submit=False)
@@ -281,7 +295,7 @@ async def test_nested_shell_settles_on_its_prompt_with_exit_codes() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             # --norc keeps the user's rc files out; a plain `bash` is one of the rounds.
             entered = await send(h, agent, sid, nested(plain=i % 10 == 0))
             assert (entered.wait_reason, entered.exit_code) == (STDIN, 0), (i, entered)

@@ -47,7 +47,7 @@ _STDIN = WaitReason.STDIN_READ
 _PROMPT = "dsh> "
 
 
-def without_cut_echo(viewport: str, typed: str) -> str:
+def without_cut_echo(viewport: str, typed: str, *, bare: bool = False) -> str:
     """``viewport`` without the echo of ``typed`` that a cancel cut short.
 
     A cancel that lands while bash is part-way through reading its line flushes the
@@ -55,13 +55,15 @@ def without_cut_echo(viewport: str, typed: str) -> str:
     from its line editor prints ``^C`` right behind it. That echo ends anywhere, even
     inside the line's own token (``echo fg-0-7^C`` of ``echo fg-0-773``), so it is
     taken out before tokens are counted. Only a line that is exactly a prefix of
-    ``typed`` (after the prompt, if the line shows one) followed by ``^C`` is.
+    ``typed`` (after the prompt, if the line shows one) followed by ``^C`` is; with
+    ``bare`` (zsh, whose line editor prints no ``^C``), also a whole line that is one:
+    the output of these commands never starts as their command line does.
     """
     kept = []
     for line in viewport.split("\n"):
         echoed, interrupt, rest = line.partition("^C")
         echoed = echoed.removeprefix(_PROMPT)
-        if interrupt and echoed and typed.startswith(echoed):
+        if echoed and (interrupt or bare) and typed.startswith(echoed):
             line = interrupt + rest
         kept.append(line)
     return "\n".join(kept)
@@ -108,6 +110,8 @@ class _Stream:
     pending: tuple[str, int] | None = None
     # Tokens that may still show up late (interrupted or finished commands).
     stray: set[str] = attrs.field(factory=set)
+    # The shell's line editor echoes a line a cancel cut short without ``^C`` (zsh).
+    bare_cut_echo: bool = False
     # Also SIGINT the shell itself while it idles at its prompt.
     idle_sigint: bool = False
 
@@ -155,7 +159,11 @@ class _Stream:
         if result.wait_reason is _STDIN:
             if result.exit_code is not None and result.exit_code not in codes:
                 problems.append(f"exit code {result.exit_code}, allowed {sorted(codes)}")
-            shown = result.viewport if typed is None else without_cut_echo(result.viewport, typed)
+            shown = (
+                result.viewport
+                if typed is None
+                else without_cut_echo(result.viewport, typed, bare=self.bare_cut_echo)
+            )
             tokens = set(_TOKEN.findall(shown))
             foreign = tokens - allowed - ({own} if own else set())
             if foreign:
@@ -345,6 +353,7 @@ async def _run_stream(
             session_id=spawned.session_id,
             report=report,
             idle_sigint=idle_sigint,
+            bare_cut_echo=shell == "zsh",
         )
         start = report.operations
         while report.operations - start < operations and len(report.failures) < 50:
