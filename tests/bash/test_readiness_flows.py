@@ -246,7 +246,7 @@ def _state(pid: int) -> str:
         return "gone"
 
 
-@pytest.mark.shells("shell")  # zsh's and fish's protocols: tests/shells/test_protocols.py
+@pytest.mark.shells("shell")  # the others: test_shell_protocols.py
 async def test_exit_code_survives_a_replaced_prompt_command_or_ps1() -> None:
     async with harness() as h:
         agent = h.create_agent("a")

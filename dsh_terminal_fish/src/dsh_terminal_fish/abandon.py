@@ -30,6 +30,9 @@ _MARK = re.compile(rb"(?:%s)*%s(?:%s)* +\r%s \r(?:\x1b\[K)?\r*" % (_SGR, _GLYPH,
 # A string (OSC: fish's window title) or a control sequence between the marker and the
 # return: escapes draw nothing, so the return is still at the start of the line.
 _ESCAPE = rb"(?:\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\([0-9A-Za-z])"
+# An escape the piece ends inside: a string not yet terminated, a control sequence
+# without its final byte, a charset designation without its charset.
+_ESCAPE_OPEN = rb"(?:\x1b(?:\][^\x07\x1b]*|\[[0-9;?]*[ -/]*|\()?)"
 _MARKER_CR = re.compile(rb"(\x1b\]133;D;[0-9]*\x07(?:%s)*)\r+" % _ESCAPE)
 
 # Where a piece may end inside a pattern: the start of the mark (its glyph, a colour
@@ -39,9 +42,13 @@ _MARK_OPEN = re.compile(
     rb"(?:%s)*(?:\xe2(?:\x8f\x8e?)?|~ )[ \r\x1b\[\]();0-9mBK~\xe2\x8f\x8e]*\Z" % _SGR
 )
 _MARKER_OPEN = re.compile(
-    rb"\x1b(?:\](?:1(?:3(?:3(?:;(?:D(?:;[0-9]*(?:\x07(?:%s)*(?:\x1b[^\x07]*)?)?)?)?)?)?)?)?)?\Z"
-    % _ESCAPE
+    rb"\x1b(?:\](?:1(?:3(?:3(?:;(?:D(?:;[0-9]*(?:\x07(?:%s)*%s?)?)?)?)?)?)?)?)?\Z"
+    % (_ESCAPE, _ESCAPE_OPEN)
 )
+# A piece ending inside any escape: the glyph's colour may be what it starts.
+_TAIL_ESCAPE = re.compile(rb"\x1b(?:\][^\x07\x1b]*|\[[0-9;?]*[ -/]*|\()?\Z")
+# Where either pattern can begin: an escape, the glyph's first byte, or the ASCII glyph.
+_OPENERS = re.compile(rb"[\x1b\xe2~]")
 _HOLD_SLACK = 128
 
 
@@ -64,28 +71,42 @@ class AbandonedLines:
                 data = _MARKER_CR.sub(rb"\1", data)
             data = _MARK.sub(self._replace, data)
         data = self._hold_open(data)
-        if data:
-            self._at_line_start = data.endswith(b"\n")
+        ends = _ends_line(data)
+        if ends is not None:
+            self._at_line_start = ends
         return data
 
     def _replace(self, found: re.Match[bytes]) -> bytes:
-        start = found.start()
-        before = found.string[start - 1 : start] if start else None
-        at_start = before == b"\n" if before is not None else self._at_line_start
+        ends = _ends_line(found.string[max(found.start() - self._limit, 0) : found.start()])
+        at_start = self._at_line_start if ends is None else ends
         return b"" if at_start else b"\n"
 
     def _hold_open(self, data: bytes) -> bytes:
-        """Keep back a tail that may be the start of a pattern the next piece completes."""
+        """Keep back a tail that may be the start of a pattern the next piece completes:
+        from the earliest place within the last line's width where one could begin."""
         window = max(len(data) - self._limit, 0)
-        cut = len(data)
-        for pattern, first in ((_MARK_OPEN, (b"\xe2", b"~", b"\x1b[")), (_MARKER_OPEN, (b"\x1b",))):
-            at = max(data.rfind(byte, window) for byte in first)
-            while at >= window:
-                if pattern.match(data, at):
-                    cut = min(cut, at)
-                    break
-                at = max(data.rfind(byte, window, at) for byte in first)
-        if cut < len(data):
-            self._held = data[cut:]
-            return data[:cut]
+        starts = _OPENERS.finditer(data, window)
+        for found in starts:
+            at = found.start()
+            if (
+                _MARK_OPEN.match(data, at)
+                or _MARKER_OPEN.match(data, at)
+                or _TAIL_ESCAPE.match(data, at)
+            ):
+                self._held = data[at:]
+                return data[:at]
         return data
+
+
+_TRAILING_ESCAPES = re.compile(rb"(?:%s)+\Z" % _ESCAPE)
+
+
+def _ends_line(text: bytes) -> bool | None:
+    """Whether ``text`` leaves the cursor at the start of a line (escapes draw nothing);
+    None when it holds nothing but escapes."""
+    if text.endswith(b"\n"):
+        return True
+    if not text.endswith((b"m", b"\x07", b"\\", b"B", b"K")):
+        return False if text else None
+    bare = _TRAILING_ESCAPES.sub(b"", text[-_HOLD_SLACK:])
+    return bare.endswith(b"\n") if bare else None
