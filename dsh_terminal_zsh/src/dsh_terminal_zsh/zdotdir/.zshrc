@@ -14,5 +14,6 @@ precmd_functions=(${precmd_functions:#__dsh_precmd} __dsh_precmd)
 # of the command before it).
 TRAPINT() { return $(( 128 + $1 )) }
 # An exit the shell takes itself prints its status (told apart from a death by a signal).
-__dsh_exit() { print -rn -- $'\e]133;E;'$?$'\a' }
+# Only the shell itself: a subshell ( ... ) runs zshexit too, and its status is not the shell's.
+__dsh_exit() { local code=$?; (( ZSH_SUBSHELL )) || print -rn -- $'\e]133;E;'$code$'\a' }
 zshexit_functions=(${zshexit_functions:#__dsh_exit} __dsh_exit)
