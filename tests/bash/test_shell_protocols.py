@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
+import sys
 
 import pytest
 
@@ -165,3 +167,24 @@ def test_fish_drawing_around_a_prompt_is_taken_out_wherever_the_pieces_split(
         # the sanitizer drops it.
         out = split(raw[:cut]) + split(raw[cut:]) + split(b"")
         assert _CONTROLS.sub(b"", out) == _CONTROLS.sub(b"", expected), cut
+
+
+@pytest.mark.bwrap
+@pytest.mark.shells(*ALL)
+async def test_a_world_runs_each_shell() -> None:
+    # The world agent loads the zsh and fish backends where they are installed, and the
+    # session settles there with its exit code as it does locally.
+    command = [
+        shutil.which("bwrap") or "bwrap",
+        "--dev-bind", "/", "/",
+        "--unshare-pid", "--die-with-parent", "--proc", "/proc",
+        sys.executable, "-m", "dsh_terminal_core.cli", "world", "--stdio",
+    ]  # fmt: skip
+    config = full_access(worlds={"worlds": {"w": {"command": command}}})
+    async with harness(config) as h:
+        agent = h.create_agent("a")
+        opened = await h.ctx.terminals.spawn(agent, SpawnRequest(type=shell(), world="w"))
+        sid = str(opened.session_id)
+        result = await send(h, agent, sid, f"echo in-world; {exit_with(5)}")
+        assert (result.wait_reason, result.exit_code) == (STDIN, 5), result
+        assert result.viewport.rstrip("\n").split("\n")[-1] == "in-world", result
