@@ -33,7 +33,7 @@ def _cpu(process: psutil.Process) -> float:
 
 
 async def run_shells(owner: str, quick: bool) -> dict[str, Any]:
-    blocks, per_block, warmup = (3, 10, 5) if quick else (20, 50, 30)
+    blocks, per_block, warmup = (3, 5, 2) if quick else (20, 50, 30)
     config = stack_config()
     for kind in ("zsh", "fish"):
         config[f"terminal-{kind}"] = dict(config.get("terminal-bash", {}))
