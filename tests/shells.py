@@ -9,6 +9,7 @@ gives the few commands whose spelling differs between the shells.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 
@@ -16,7 +17,9 @@ import pytest
 
 from . import helpers
 
-SHELLS = ("shell", "zsh", "fish")
+#: The shells a run covers; ``DSH_TEST_SHELLS=shell`` narrows a run to bash (the world
+#: run of the readiness suites does, to keep its time: tests/worlds/test_world_stdio.py).
+SHELLS = tuple(os.environ.get("DSH_TEST_SHELLS", "shell,zsh,fish").split(","))
 #: Where a test names no shells. fish runs only the tests marked for it: its sessions
 #: settle exactly, but a fish line editor's worker threads keep it from proving its read
 #: for up to half a second after a line (docs/shells.md), and type-ahead of several
