@@ -188,3 +188,17 @@ async def test_a_world_runs_each_shell() -> None:
         result = await send(h, agent, sid, f"echo in-world; {exit_with(5)}")
         assert (result.wait_reason, result.exit_code) == (STDIN, 5), result
         assert result.viewport.rstrip("\n").split("\n")[-1] == "in-world", result
+
+
+@pytest.mark.shells(*ALL)
+async def test_ctx_pty_runs_over_each_shell() -> None:
+    # ctx.pty's backend_type picks the shell; env is exported with `export NAME='value'`,
+    # which fish runs through its own export function.
+    config = full_access(**{"pty-session": {"backend_type": shell()}})
+    async with harness(config) as h:
+        agent = h.create_agent("a")
+        opened = await h.ctx.pty.open(
+            agent, {"command": "echo $GREETING-pty", "env": {"GREETING": "it's $HOME"}}
+        )
+        assert "it's $HOME-pty" in opened.initial_output.split("\n"), opened.initial_output
+        assert await h.ctx.pty.close(agent, opened.session_id) is True
