@@ -107,7 +107,10 @@ class ShellBackend:
             cwd=cwd,
             env={
                 **session_environment(
-                    context.owner.id, context.session_id, private_tmp=confined, screen=context.screen
+                    context.owner.id,
+                    context.session_id,
+                    private_tmp=confined,
+                    screen=context.screen,
                 ),
                 **self._shell.environment,
             },

@@ -11,8 +11,16 @@ fish fires once before each new prompt, with ``$status`` still the last command'
 handler also re-asserts ``fish_prompt`` (and empties the right and mode prompts), so a
 ``function fish_prompt ...`` of a command never survives to the next prompt; the prompt
 function re-installs the handler if a command erased it. The EXIT marker is printed by a
-``fish_exit`` handler. History is kept in memory only (``fish_history`` empty), the
-greeting and autosuggestions are off.
+``fish_exit`` handler.
+
+A Ctrl-C brings no new prompt event in fish: at an empty command line fish does nothing,
+and a partial one is cleared and redrawn. So a ``SIGINT`` handler prints the marker and
+the prompt for an empty line, and a ``fish_cancel`` handler the marker before fish redraws
+a partial one; the marker says 130 (bash's ``$?`` after a Ctrl-C) until the next command
+runs (``fish_preexec``). fish's own ``$status`` is left as it was.
+
+History is kept in memory only (``fish_history`` empty); the greeting and
+autosuggestions are off.
 
 A nested ``fish`` reads the user's config and draws its own prompt: it settles through
 the exact stdin-wait tier, without an exit code.
@@ -56,7 +64,6 @@ INIT = (
     "end\n"
 )
 """Run by ``-C`` before the first prompt; kept in ``__dsh_init`` for the prompt to heal."""
-
 
 
 def _quoted(text: str) -> str:
