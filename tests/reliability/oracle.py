@@ -39,9 +39,10 @@ from dsh_terminal_core.registry import SendRequest, SendResult, SpawnRequest, Wa
 __all__ = ["OracleReport", "run_oracle", "without_cut_echo"]
 
 _TOKEN = re.compile(r"\bfg-\d+-\d+\b")
-# bash's job notice is ``[1]+  Done ...``; zsh's ``[1]  + done ...``.
+# bash's job notice is ``[1]+  Done ...``; zsh's ``[1]  + done ...``; fish's
+# ``fish: Job 1, 'sh -c ...' has ended``.
 _BACKGROUND_NOISE = re.compile(
-    r"\bbg-\d+-\d+\b|^\[\d+\][+-]? +Done|^\[\d+\] +[+-]? *done\b|^dsh> $"
+    r"\bbg-\d+-\d+\b|^\[\d+\][+-]? +Done|^\[\d+\] +[+-]? *done\b|^fish: Job \d+, |^dsh> $"
 )
 _STDIN = WaitReason.STDIN_READ
 _PROMPT = "dsh> "
@@ -110,14 +111,20 @@ class _Stream:
     pending: tuple[str, int] | None = None
     # Tokens that may still show up late (interrupted or finished commands).
     stray: set[str] = attrs.field(factory=set)
-    # The shell's line editor echoes a line a cancel cut short without ``^C`` (zsh).
+    # The shell's line editor echoes a line a cancel cut short without ``^C`` (zsh, fish).
     bare_cut_echo: bool = False
+    # fish: no ``( ... )`` subshells; a status comes from ``sh -c 'exit N'``.
+    fish: bool = False
     # Also SIGINT the shell itself while it idles at its prompt.
     idle_sigint: bool = False
 
     def token(self) -> str:
         self.serial += 1
         return f"fg-{self.index}-{self.serial}"
+
+    def exit_with(self, code: int) -> str:
+        """A command that leaves ``code`` as the last status, in the shell's syntax."""
+        return f"sh -c 'exit {code}'" if self.fish else f"(exit {code})"
 
     async def send(
         self, text: str, *, submit: bool = True, timeout_ms: int | None = None
@@ -194,7 +201,7 @@ async def _plain(s: _Stream) -> None:
     own, code = s.token(), s.rng.choice((0, 0, 1, 2, 3, 42))
     lines = s.rng.choice((0, 0, 0, 1, 50, 2000))
     text = f"seq 1 {lines} >/dev/null; " if lines > 1000 else (f"seq 1 {lines}; " if lines else "")
-    result = await s.send(f"{text}echo {own}; (exit {code})")
+    result = await s.send(f"{text}echo {own}; {s.exit_with(code)}")
     s.judge(
         "plain",
         result,
@@ -210,7 +217,9 @@ async def _slow(s: _Stream) -> None:
     own, code = s.token(), s.rng.choice((0, 4, 5))
     seconds = s.rng.uniform(0.3, 0.6)
     budget = s.rng.randint(20, 150)
-    result = await s.send(f"sleep {seconds:.3f}; echo {own}; (exit {code})", timeout_ms=budget)
+    result = await s.send(
+        f"sleep {seconds:.3f}; echo {own}; {s.exit_with(code)}", timeout_ms=budget
+    )
     s.judge(
         "timeout",
         result,
@@ -258,7 +267,7 @@ async def _type_ahead(s: _Stream) -> None:
     assert s.pending is not None
     s.stray.add(s.pending[0])
     own, code = s.token(), s.rng.choice((0, 6, 7))
-    result = await s.send(f"echo {own}; (exit {code})")
+    result = await s.send(f"echo {own}; {s.exit_with(code)}")
     s.judge(
         "type-ahead",
         result,
@@ -274,7 +283,7 @@ async def _type_ahead(s: _Stream) -> None:
 async def _cancel(s: _Stream) -> None:
     own, code = s.token(), s.rng.choice((0, 8))
     seconds = s.rng.choice((0, 0.05, 0.2, 5))
-    typed = f"sleep {seconds}; echo {own}; (exit {code})"
+    typed = f"sleep {seconds}; echo {own}; {s.exit_with(code)}"
     request = SendRequest(text=typed)
     op = s.harness.ctx.terminals.start_send(s.agent, s.session_id, request)
     for _ in range(s.rng.randint(0, 4)):
@@ -298,7 +307,8 @@ async def _cancel(s: _Stream) -> None:
 
 
 async def _background(s: _Stream) -> None:
-    result = await s.send(f"(sleep 0.0{s.rng.randint(1, 9)}; echo bg-{s.index}-{s.serial}) &")
+    job = f"sleep 0.0{s.rng.randint(1, 9)}; echo bg-{s.index}-{s.serial}"
+    result = await s.send(f"sh -c '{job}' &" if s.fish else f"({job}) &")
     s.judge("background", result, codes=frozenset({0}), allowed=frozenset(s.stray))
     s.status = frozenset({0})
 
@@ -353,7 +363,8 @@ async def _run_stream(
             session_id=spawned.session_id,
             report=report,
             idle_sigint=idle_sigint,
-            bare_cut_echo=shell == "zsh",
+            bare_cut_echo=shell in ("zsh", "fish"),
+            fish=shell == "fish",
         )
         start = report.operations
         while report.operations - start < operations and len(report.failures) < 50:
@@ -377,8 +388,8 @@ async def run_oracle(
 
     ``idle_sigint`` adds SIGINTs to the shell itself while it idles at its prompt.
     ``world`` is the command of an execution world (SPEC §21) to run the shells in.
-    ``shell`` is the backend type: ``shell`` (bash) or ``zsh``, whose syntax the
-    commands share (fish's differs: ``(exit 3)`` and ``( ... ) &`` are not fish).
+    ``shell`` is the backend type: ``shell`` (bash), ``zsh`` or ``fish`` (whose commands
+    set a status with ``sh -c 'exit N'`` and background ``sh -c '...' &``).
     """
     started = time.monotonic()
     parts = [OracleReport(seed=seed) for _ in range(streams)]
@@ -408,7 +419,10 @@ def main(argv: list[str] | None = None) -> int:
         "--idle-sigint", action="store_true", help="also SIGINT the shell idle at its prompt"
     )
     parser.add_argument(
-        "--shell", choices=("shell", "zsh"), default="shell", help="backend type (bash: shell)"
+        "--shell",
+        choices=("shell", "zsh", "fish"),
+        default="shell",
+        help="backend type (bash: shell)",
     )
     parser.add_argument(
         "--world",
