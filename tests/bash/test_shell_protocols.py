@@ -152,6 +152,11 @@ MARKER = b"\x1b]133;D;0\x07"
             + "⏎".encode() + b" \r\x1b[K" + MARKER + b"\x1b]0;~\x07\x1b[30m\rdsh> ",
             b"hi\r\n" + MARKER + b"\x1b]0;~\x07\x1b[30mdsh> ",
         ),
+        # Without a UTF-8 locale the glyph is ``^J``, two columns wide.
+        (
+            b"hi\r\n^J" + b" " * 78 + b"\r^J  \r" + MARKER + b"\rdsh> ",
+            b"hi\r\n" + MARKER + b"dsh> ",
+        ),
         # Text that only looks like parts of it stays.
         (b"cd ~ ; echo \xe2\x8f\x8e done\r\n", b"cd ~ ; echo \xe2\x8f\x8e done\r\n"),
     ],

@@ -3,10 +3,10 @@
 Two things fish prints around every prompt would otherwise reach the text and break the
 prompt protocol's "the tail after the marker is exactly the prompt":
 
-* **The abandoned-line mark.** Before each prompt fish prints ``⏎`` (``~`` without a
-  UTF-8 locale), spaces to the width of the terminal, a carriage return, ``⏎ `` and a
-  carriage return (zsh's ``PROMPT_SP``, which fish cannot turn off). On a terminal it
-  shows ``⏎`` after output that did not end its line and nothing otherwise; read as text
+* **The abandoned-line mark.** Before each prompt fish prints ``⏎`` (``^J`` without a
+  UTF-8 locale), spaces to the width of the terminal, a carriage return, the glyph and
+  spaces again, and a carriage return (zsh's ``PROMPT_SP``, which fish cannot turn off).
+  On a terminal it shows ``⏎`` after output that did not end its line and nothing otherwise; read as text
   it is a line of spaces overwritten by a glyph. It becomes a line end after output that
   did not end its line, and nothing after one that did.
 * **The return before the prompt.** fish starts every paint of its prompt with a
@@ -24,9 +24,9 @@ import re
 
 __all__ = ["AbandonedLines"]
 
-_GLYPH = rb"(?:\xe2\x8f\x8e|~)"
+_GLYPH = rb"(?:\xe2\x8f\x8e|\^J|~)"
 _SGR = rb"(?:\x1b\[[0-9;]*m|\x1b\(B)"
-_MARK = re.compile(rb"(?:%s)*%s(?:%s)* +\r%s \r(?:\x1b\[K)?\r*" % (_SGR, _GLYPH, _SGR, _GLYPH))
+_MARK = re.compile(rb"(?:%s)*%s(?:%s)* +\r%s +\r(?:\x1b\[K)?\r*" % (_SGR, _GLYPH, _SGR, _GLYPH))
 # A string (OSC: fish's window title) or a control sequence between the marker and the
 # return: escapes draw nothing, so the return is still at the start of the line.
 _ESCAPE = rb"(?:\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\([0-9A-Za-z])"
@@ -39,7 +39,8 @@ _MARKER_CR = re.compile(rb"(\x1b\]133;D;[0-9]*\x07(?:%s)*)\r+" % _ESCAPE)
 # before it, or the glyph's first bytes) followed by nothing but what the mark holds;
 # or the marker (or its first bytes) followed only by escapes.
 _MARK_OPEN = re.compile(
-    rb"(?:%s)*(?:\xe2(?:\x8f\x8e?)?|~ )[ \r\x1b\[\]();0-9mBK~\xe2\x8f\x8e]*\Z" % _SGR
+    rb"(?:%s)*(?:\^J?\Z|(?:\xe2(?:\x8f\x8e?)?|~ |\^J )[ \r\x1b\[\]();0-9mBKJ^~\xe2\x8f\x8e]*\Z)"
+    % _SGR
 )
 _MARKER_OPEN = re.compile(
     rb"\x1b(?:\](?:1(?:3(?:3(?:;(?:D(?:;[0-9]*(?:\x07(?:%s)*%s?)?)?)?)?)?)?)?)?\Z"
@@ -48,7 +49,7 @@ _MARKER_OPEN = re.compile(
 # A piece ending inside any escape: the glyph's colour may be what it starts.
 _TAIL_ESCAPE = re.compile(rb"\x1b(?:\][^\x07\x1b]*|\[[0-9;?]*[ -/]*|\()?\Z")
 # Where either pattern can begin: an escape, the glyph's first byte, or the ASCII glyph.
-_OPENERS = re.compile(rb"[\x1b\xe2~]")
+_OPENERS = re.compile(rb"[\x1b\xe2~^]")
 _HOLD_SLACK = 128
 
 
