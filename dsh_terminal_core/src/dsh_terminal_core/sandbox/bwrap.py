@@ -10,6 +10,11 @@ confined :class:`~.policy.Policy` (``read-only`` or ``workspace-write``). What h
   ``/proc`` a fresh procfs of the sandbox's own pid namespace. The shell keeps its PTY
   fds from the host, ``/dev/tty`` still opens the controlling terminal, and bwrap binds
   that terminal at ``/dev/console``, so ``tty`` inside reports ``/dev/console``.
+* **Home** — with the owner's home store (``Policy.home_dir``), ``$HOME`` is that store
+  with the user's own entries bound read-only over it and the state directories
+  (caches, editor swap and history places) the store's own and writable
+  (:mod:`.home`): programs keep their state, the user's files stay untouched. Without
+  one, ``$HOME`` is as read-only as the rest of the tree.
 * **Host IPC endpoints** — a fresh, empty tmpfs over ``/run`` (so ``/var/run`` too,
   where docker's, dbus's and the runtime directory's sockets live) and over the runtime
   directory wherever ``XDG_RUNTIME_DIR`` puts it; the variables that name such
@@ -54,6 +59,7 @@ import attrs
 
 from ..kernel.errors import SandboxUnavailable, TerminalError
 from ..provider.env import SOCKET_VARIABLES
+from .home import home_mounts
 from .policy import NetworkAccess, Policy, SandboxMode
 
 __all__ = ["BwrapConfig", "BwrapSandbox", "SandboxHealth"]
@@ -146,6 +152,7 @@ def _confinement_arguments(policy: Policy, environ: Mapping[str, str]) -> list[s
             real = os.path.realpath(name)
             if os.path.isfile(real) and any(_within(real, p) for p in (*hidden, "/tmp")):
                 mounts.append((real, ["--ro-bind", real, real]))
+    mounts += _home_layers(policy, environ, hidden)
     if policy.mode is SandboxMode.WORKSPACE_WRITE:
         mounts.append((root, ["--bind", root, root]))
     elif any(_within(root, p) for p in (*hidden, "/tmp")):
@@ -164,8 +171,31 @@ def _confinement_arguments(policy: Policy, environ: Mapping[str, str]) -> list[s
     return args
 
 
-def _ensure_private_tmp(path: str) -> None:
-    """Create the owner's private ``/tmp`` (0700), or check the one already made.
+def _home_layers(
+    policy: Policy, environ: Mapping[str, str], hidden: Sequence[str]
+) -> list[tuple[str, list[str]]]:
+    """The mounts that give ``$HOME`` the owner's home store, when it gets one.
+
+    None when the policy names no store, when there is no home directory to layer, or
+    when the home is writable or hidden anyway (inside a writable workspace, under
+    ``/tmp`` or a hidden IPC directory). The workspace's own bind comes later at equal
+    depth, so a workspace inside the home stays writable.
+    """
+    store = policy.home_dir
+    home = environ.get("HOME", "")
+    if store is None or not os.path.isabs(home) or not os.path.isdir(home):
+        return []
+    home = os.path.realpath(home)
+    if home == "/" or any(_within(home, p) for p in (*hidden, "/tmp")):
+        return []
+    if policy.mode is SandboxMode.WORKSPACE_WRITE and _within(home, policy.workspace_root):
+        return []
+    _ensure_private_tmp(store, "home store")
+    return home_mounts(home, store, policy.home_state_dirs)
+
+
+def _ensure_private_tmp(path: str, what: str = "private /tmp") -> None:
+    """Create the owner's private ``/tmp`` or home store (0700), or check the one made.
 
     The name is unguessable, but it lives in a world-writable directory: anything found
     there that is not a directory of ours, closed to others, is refused rather than used.
@@ -177,12 +207,12 @@ def _ensure_private_tmp(path: str) -> None:
         pass
     except OSError as exc:
         raise SandboxUnavailable(
-            f"cannot create the private /tmp {path!r} for the sandbox ({exc.strerror or exc})"
+            f"cannot create the {what} {path!r} for the sandbox ({exc.strerror or exc})"
         ) from exc
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
         raise SandboxUnavailable(
-            f"refusing to use {path!r} as a private /tmp: it is not a directory owned by "
+            f"refusing to use {path!r} as a {what}: it is not a directory owned by "
             "this user and closed to others"
         )
 
