@@ -7,16 +7,18 @@ The sandbox binds the whole tree read-only, so a program that keeps state under
 
 * the owner's private *home store* (a host directory, 0700, removed when the owner is
   disposed) is bound writable at ``$HOME``: whatever a program creates there that the
-  user's home does not have (``~/.viminfo``, ``~/.wget-hsts``, a new ``~/.config/tool``)
-  lands in the store;
+  user's home does not have (``~/.viminfo``, ``~/.wget-hsts``, a new ``~/.config/tool``,
+  a new ``~/.cache/tool``) lands in the store;
 * every entry of the user's real home is bound over it **read-only** (a symlink is
   recreated as the same symlink), so the user's files stay visible, unchanged and
   unwritable;
 * the *state directories* (:data:`DEFAULT_STATE_DIRS`: caches, editor swap and history
   places) are not bound from the real home at all: they are the store's own, fresh and
   writable, shared by the owner's sessions. Their ancestors (``~/.local/share``,
-  ``~/.cache``) are layered like ``$HOME`` itself — the user's entries read-only, new
-  names writable — so a state directory deep down never hides its siblings.
+  ``~/.cache``) and ``~/.config`` are *layered* like ``$HOME`` itself — the user's
+  entries read-only, new names writable — so a state directory deep down never hides
+  its siblings. Below a layered directory, the user's directories are theirs, whole
+  and read-only.
 
 What this cannot do: change an existing file of the user's (it stays read-only, by
 design), or show an entry the user adds to a layered directory (``$HOME``,
@@ -58,6 +60,10 @@ yarn, node-gyp, go, npm's ``~/.npm``), the XDG state directory (nvim 0.8+ keeps 
 shada and undo there), nano's history and positions, and nvim 0.7's swap, shada and undo
 directories. Configurable as ``sandbox-policy.home_state_dirs``."""
 
+LAYERED_DIRS: tuple[str, ...] = (".config",)
+"""Layered besides ``$HOME`` and the state directories' ancestors: where a tool run for
+the first time makes its own directory."""
+
 Mount = tuple[str, list[str]]
 
 
@@ -75,8 +81,7 @@ def check_state_dirs(value: Iterable[str]) -> tuple[str, ...]:
         parts = [part for part in item.split("/") if part not in ("", ".")]
         if not parts or item.startswith("/") or ".." in parts:
             raise ValueError(
-                f"home_state_dirs entries are paths inside $HOME such as '.cache/pip'; "
-                f"got {item!r}"
+                f"home_state_dirs entries are paths inside $HOME such as '.cache/pip'; got {item!r}"
             )
         cleaned.append("/".join(parts))
     for path in cleaned:
@@ -101,7 +106,7 @@ def home_mounts(home: str, store: str, state_dirs: Sequence[str]) -> list[Mount]
     state directory whose place in the store the owner's shells took for something else
     (a file, a link) is left as they made it, with nothing mounted in or below it.
     """
-    layered = {""}
+    layered = {"", *LAYERED_DIRS}
     for path in state_dirs:  # checked by check_state_dirs: relative, none inside another
         layered.update(_ancestors(path))
     leaves = set(state_dirs)
@@ -220,7 +225,5 @@ def _ensure_link(dir_fd: int, name: str, target: str, have: str | None) -> None:
             return
     elif have is not None:
         return  # the owner's shells made a file or directory there; it stays
-    try:
+    with contextlib.suppress(FileExistsError):
         os.symlink(target, name, dir_fd=dir_fd)
-    except FileExistsError:
-        pass
