@@ -6,13 +6,24 @@ import asyncio
 import os
 from typing import Any
 
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.cancel import Cancellation
 from dsh_terminal_core.kernel.errors import InvalidArgument, SandboxUnavailable, TerminalError
 from dsh_terminal_core.kernel.turns import take_turn
 from dsh_terminal_core.provider import TerminalProvider, TerminalSpawnSpec
 from dsh_terminal_core.registry import BackendSpawnContext
+from dsh_terminal_core.sandbox.login import (
+    LoginCapture,
+    LoginEnvironment,
+    LoginRequest,
+    capture_login_environment,
+    report_dir,
+    user_login_shell,
+)
 
 from .config import BashConfig
-from .environment import owner_marker, shell_environment
+from .environment import LINE_TERM, owner_marker, shell_environment
+from .login import login_arguments, login_variables
 from .screen import ScreenEmulator
 from .session import BashSession
 
@@ -37,6 +48,7 @@ class BashBackend:
         self._policy = sandbox_policy
         self._sandbox = sandbox
         self._config = config
+        self._login = LoginCapture(self._capture_login)
 
     @property
     def type(self) -> str:
@@ -55,9 +67,54 @@ class BashBackend:
     def config(self) -> BashConfig:
         return self._config
 
-    def _argv_and_cwd(self, context: BackendSpawnContext, policy: Any) -> tuple[list[str], str]:
+    @property
+    def environment(self) -> str:
+        """``"clean"`` or ``"login"`` (SPEC §32.1): what its sessions start from."""
+        return self._config.environment
+
+    async def login_environment(self, owner: Agent) -> LoginEnvironment:
+        """The login environment (captured once, under ``owner``'s sandbox if first)."""
+        return await self._login.get(owner, Cancellation())
+
+    async def _capture_login(self, owner: Agent) -> LoginEnvironment:
+        policy = self._policy.resolve(owner) if self._policy is not None else None
+        confined = policy is not None and policy.confined
+        shell = self._config.login_shell or user_login_shell() or self._config.shell_path
+        sandbox = str(policy.mode) if policy is not None else "none"
+        where = report_dir(policy.tmp_dir if policy is not None else None, confined)
+        if where is None:
+            return LoginEnvironment(
+                shell=shell,
+                dialect="",
+                argv=(shell,),
+                sandbox=sandbox,
+                problem="its owner's sandbox has no private /tmp to report through",
+            )
+
+        def confine(argv: list[str]) -> list[str]:
+            if not confined:
+                return argv
+            if self._sandbox is None:
+                raise SandboxUnavailable("no loaded plugin provides 'sandbox'")
+            return list(self._sandbox.confine(argv, policy))
+
+        request = LoginRequest(
+            shell=shell,
+            confine=confine,
+            report_dir=where,
+            sandbox=sandbox,
+            env={**owner_marker(owner.id), "TERM": LINE_TERM, "HISTFILE": ""},
+            cwd=policy.workspace_root if policy is not None else os.getcwd(),
+            timeout_s=self._config.login_timeout_ms / 1000,
+        )
+        return await capture_login_environment(self._provider, request)
+
+    def _argv_and_cwd(
+        self, context: BackendSpawnContext, policy: Any, login_rc: bool = False
+    ) -> tuple[list[str], str]:
         config = self._config
-        argv = [config.shell_path, *config.shell_args]
+        args = login_arguments(config.shell_args) if login_rc else config.shell_args
+        argv = [config.shell_path, *args]
         cwd = context.cwd or (policy.workspace_root if policy is not None else os.getcwd())
         if not os.path.isabs(cwd):
             base = policy.workspace_root if policy is not None else os.getcwd()
@@ -85,18 +142,29 @@ class BashBackend:
     async def spawn(self, context: BackendSpawnContext) -> BashSession:
         context.cancel.raise_if_cancelled()
         policy = self._policy.resolve(context.owner) if self._policy is not None else None
-        argv, cwd = self._argv_and_cwd(context, policy)
+        confined = policy is not None and policy.confined
+        login: dict[str, str] = {}
+        login_rc = False
+        if self._config.environment == "login":
+            captured = await self._login.get(context.owner, context.cancel)
+            login, login_rc = login_variables(captured, confined=confined)
+        argv, cwd = self._argv_and_cwd(context, policy, login_rc)
         # The environment and the spec are built in a turn of their own: after a quiet
         # spell every step of an open runs from cold caches, several times its usual
         # length, and two short steps keep the loop freer than one long one.
         await take_turn()
-        confined = policy is not None and policy.confined
         spec = TerminalSpawnSpec(
             argv=argv,
             cwd=cwd,
-            env=shell_environment(
-                context.owner.id, context.session_id, private_tmp=confined, screen=context.screen
-            ),
+            env={
+                **login,
+                **shell_environment(
+                    context.owner.id,
+                    context.session_id,
+                    private_tmp=confined,
+                    screen=context.screen,
+                ),
+            },
             rows=context.rows or self._config.rows,
             cols=context.cols or self._config.cols,
             grace_ms=self._config.dispose_grace_ms,
@@ -117,4 +185,7 @@ class BashBackend:
             if not process.done.done():
                 await asyncio.shield(process.terminate())
             raise
+        notice = self._login.take_notice()
+        if notice is not None:
+            session.add_notice(notice)
         return session

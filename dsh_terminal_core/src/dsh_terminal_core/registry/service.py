@@ -199,6 +199,11 @@ class TerminalSessionService(HumanGate):
         """Return the registered backend types in registration order."""
         return builtins.list(self._backends)
 
+    def backend(self, kind: str) -> TerminalBackend | None:
+        """The backend registered as ``kind`` (for what it offers beyond spawning, such
+        as ``dsh-terminal env``'s login environment); ``None`` when there is none."""
+        return self._backends.get(kind)
+
     def stamp_backends_with(self, stamp: Callable[[], str | None]) -> None:
         """Record, for each backend registered from now on, the plugin ``stamp()`` names.
 
