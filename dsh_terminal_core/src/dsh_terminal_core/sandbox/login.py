@@ -293,7 +293,7 @@ async def capture_login_environment(
 
 
 def _login_words(argv: Sequence[str]) -> str:
-    return " ".join(argv)
+    return f"the login shell ({' '.join(argv)} ...)"
 
 
 def _problem(
@@ -306,7 +306,9 @@ def _problem(
         words.append(f"{_login_words(argv)} exited with status {exit_code}")
     if output:
         lines = output.count(b"\n") + (not output.endswith(b"\n"))
-        printed = f"printed {len(output)} bytes ({lines} lines) on its terminal"
+        printed = (
+            f"printed {lines} line{'s' if lines != 1 else ''} ({len(output)} bytes) on its terminal"
+        )
         words.append(printed if words else f"{_login_words(argv)} {printed}")
     return " and ".join(words) or None
 
