@@ -9,6 +9,7 @@ default ``"clean"`` shows every assertion could fail.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import hashlib
 import os
@@ -27,7 +28,7 @@ from dsh_terminal_core.kernel.agents import Agent
 from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.sandbox.bwrap import BwrapConfig, BwrapSandbox
 
-from ..helpers import own_descendants
+from ..helpers import own_descendants, until_true
 
 needs_bwrap = pytest.mark.skipif(
     not BwrapSandbox(BwrapConfig()).available(), reason="bubblewrap is not usable here"
@@ -182,8 +183,38 @@ async def test_a_login_shell_that_hangs_fails_or_prints_is_reported_once_and_ses
 
 def _argv(pid: int) -> list[str]:
     with contextlib.suppress(psutil.Error):
-        return psutil.Process(pid).cmdline()
+        return list(psutil.Process(pid).cmdline())
     return []
+
+
+@needs_bwrap
+async def test_an_owner_disposed_mid_capture_stops_it_and_the_next_open_captures_again(
+    user: dict[str, Path],
+) -> None:
+    (user["home"] / ".bashrc").write_text(BASHRC + "read -r answer\n")
+    before = {p.pid for p in own_descendants()}
+
+    def login_shells() -> list[int]:
+        left = {p.pid for p in own_descendants()} - before
+        return [pid for pid in left if "-l" in _argv(pid) and "bash" in " ".join(_argv(pid))]
+
+    async with Harness(config=config(user, login_timeout_ms=600000)) as h:
+        first = h.create_agent("a")
+        opening = asyncio.ensure_future(h.call_tool(first, "terminal_open", {"type": "shell"}))
+        count = user["ws"] / "login-count"
+        # The profile ran (and counted) and the shell now waits in .bashrc's read.
+        assert await until_true(lambda: count.exists() and bool(login_shells()), timeout=20)
+        await first.dispose()
+        refused = await opening
+        assert refused.is_error and "OWNER_NOT_LIVE" in refused.text
+        assert login_shells() == []
+        # The capture was stopped, not failed: the next owner's open captures afresh.
+        (user["home"] / ".bashrc").write_text(BASHRC)
+        other = h.create_agent("b")
+        sid, motd = await opened(h, other)
+        assert "dsh:" not in motd
+        assert (await run(h, other, sid, "greet b"))["viewport"] == "hello, b (from a function)\n"
+    assert (user["ws"] / "login-count").read_text() == "ran\nran\n"
 
 
 async def test_another_login_shell_gives_its_variables_only(user: dict[str, Path]) -> None:
