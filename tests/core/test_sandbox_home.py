@@ -98,7 +98,7 @@ def run_in(box: BwrapSandbox, policy: Policy, script: str) -> subprocess.Complet
 def test_state_lands_in_the_owners_store_and_the_users_files_stay_read_only(
     sandbox: BwrapSandbox, area: Path, mode: SandboxMode
 ) -> None:
-    home, store = area / "home", area / "store"
+    home, store = area / "home", area / "store" / "home"  # the part layered under $HOME
     before = tree_hash(home)
     script = r"""
     fail() { echo "FAIL: $*"; exit 1; }
@@ -155,7 +155,7 @@ def test_a_workspace_inside_home_stays_writable(
     # A home inside the workspace is the workspace: writable, no layering.
     policy = Policy(SandboxMode.WORKSPACE_WRITE, str(area), home_dir=str(area / "unused"))
     assert run_in(sandbox, policy, "touch ~/.straight-in").returncode == 0
-    assert (home / ".straight-in").exists() and not (area / "unused").exists()
+    assert (home / ".straight-in").exists() and not (area / "unused" / "home").exists()
 
 
 @pytest.mark.bwrap
@@ -177,7 +177,7 @@ def test_links_the_shells_plant_in_the_store_never_lead_the_host_elsewhere(
     assert planted.stdout.strip().endswith("planted")
     # ~/.cache is layered (the user's entries are bound in it): empty it of the store's
     # own, then swap it for a link as well, from a shell without the layering.
-    store = area / "store"
+    store = area / "store" / "home"
     shutil.rmtree(store / ".cache")
     (store / ".cache").symlink_to(target)
     before = tree_hash(area / "home")
@@ -218,7 +218,7 @@ async def test_an_owners_shells_opening_together_share_one_store(
 
     results = await asyncio.gather(*(one(n) for n in range(6)))
     assert results == [(0, b".bashrc\n")] * 6
-    assert sorted(p.name for p in (area / "store" / ".cache" / "pip").iterdir()) == [
+    assert sorted(p.name for p in (area / "store" / "home" / ".cache" / "pip").iterdir()) == [
         str(n) for n in range(6)
     ]
 

@@ -47,7 +47,9 @@ confined :class:`~.policy.Policy` (``read-only`` or ``workspace-write``). What h
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import shutil
 import stat
 import subprocess
@@ -174,24 +176,45 @@ def _confinement_arguments(policy: Policy, environ: Mapping[str, str]) -> list[s
 def _home_layers(
     policy: Policy, environ: Mapping[str, str], hidden: Sequence[str]
 ) -> list[tuple[str, list[str]]]:
-    """The mounts that give ``$HOME`` the owner's home store, when it gets one.
+    """The mounts that give the user's home the owner's home store, when it gets one.
 
-    None when the policy names no store, when there is no home directory to layer, or
-    when the home is writable or hidden anyway (inside a writable workspace, under
-    ``/tmp`` or a hidden IPC directory). The workspace's own bind comes later at equal
-    depth, so a workspace inside the home stays writable.
+    Two homes may differ: ``$HOME``, and the password database's, which some programs
+    use instead (nano as root, ssh always); each that differs gets a part of the store
+    of its own. None when the policy names no store, and no layering for a home that
+    is writable or hidden anyway (inside a writable workspace, under ``/tmp`` or a
+    hidden IPC directory) or is ``/``. The workspace's own bind comes later at equal
+    depth, so a workspace inside a home stays writable.
     """
     store = policy.home_dir
-    home = environ.get("HOME", "")
-    if store is None or not os.path.isabs(home) or not os.path.isdir(home):
+    if store is None:
         return []
-    home = os.path.realpath(home)
-    if home == "/" or any(_within(home, p) for p in (*hidden, "/tmp")):
-        return []
-    if policy.mode is SandboxMode.WORKSPACE_WRITE and _within(home, policy.workspace_root):
+    homes: dict[str, str] = {}  # home -> its part of the store
+    for home, part in ((environ.get("HOME", ""), "home"), (_password_home(), "passwd-home")):
+        if not os.path.isabs(home) or not os.path.isdir(home):
+            continue
+        home = os.path.realpath(home)
+        if home == "/" or home in homes or any(_within(home, p) for p in (*hidden, "/tmp")):
+            continue
+        if policy.mode is SandboxMode.WORKSPACE_WRITE and _within(home, policy.workspace_root):
+            continue
+        homes[home] = os.path.join(store, part)
+    if not homes:
         return []
     _ensure_private_tmp(store, "home store")
-    return home_mounts(home, store, policy.home_state_dirs)
+    mounts: list[tuple[str, list[str]]] = []
+    for home, part in homes.items():
+        # The store's top is never bound into a sandbox: no shell can plant a link here.
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(part, 0o700)
+        mounts += home_mounts(home, part, policy.home_state_dirs)
+    return mounts
+
+
+def _password_home() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_dir
+    except KeyError:
+        return ""
 
 
 def _ensure_private_tmp(path: str, what: str = "private /tmp") -> None:
