@@ -5,11 +5,12 @@ Measured before the home store: in ``workspace-write`` nvim opened with ``E303: 
 create directory ".../.local/share/nvim" for swap file`` (and E739, E886 for its ShaDa
 file), nano with ``[ Problems with history file ]`` and "Unable to create directory
 .../.local/share/nano/: Read-only file system", and ``npm install`` failed on its cache
-(``npm error syscall mkdir ... ~/.npm/_cacache``, status 254). Each program here runs through the tools in a screen session of the default
-sandbox (``workspace-write``, bubblewrap; ``network = "host"`` for npm), against a user
-home of the test's own that already holds an nvim config and an old npm cache; the home
-is hashed before and after. The control runs the same steps with ``home = "read-only"``
-and must meet the old failures, so the assertions could fail.
+(``npm error syscall mkdir ... ~/.npm/_cacache``, status 254). Each program here runs
+through the tools in a session of the default sandbox (``workspace-write``, bubblewrap;
+``network = "host"`` for npm), against a user home of the test's own that already holds
+an nvim config and an old npm cache; the home is hashed before and after. The control
+runs the same programs with ``home = "read-only"`` and must meet the old failures, so
+the assertions could fail.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ import attrs
 
 from ..kernel.agents import Agent
 from ..kernel.cancel import Cancellation
-from ..kernel.errors import TerminalError
+from ..kernel.errors import TerminalError, owner_not_live
 from ..provider.env import is_scrubbed_name
 from ..provider.types import TerminalProvider, TerminalSpawnSpec
 
@@ -405,6 +405,8 @@ class LoginCapture:
         return result.notice()
 
     def _start(self, owner: Agent) -> asyncio.Task[LoginEnvironment]:
+        if not owner.live:
+            raise owner_not_live(owner)  # its dispose could never stop the capture
         # A context of its own: the capture is not the session being opened (a recorder
         # that follows the spawning session must not take the login shell for it).
         task = asyncio.get_running_loop().create_task(
