@@ -10,11 +10,11 @@ confined :class:`~.policy.Policy` (``read-only`` or ``workspace-write``). What h
   ``/proc`` a fresh procfs of the sandbox's own pid namespace. The shell keeps its PTY
   fds from the host, ``/dev/tty`` still opens the controlling terminal, and bwrap binds
   that terminal at ``/dev/console``, so ``tty`` inside reports ``/dev/console``.
-* **Home** — with the owner's home store (``Policy.home_dir``), ``$HOME`` is that store
-  with the user's own entries bound read-only over it and the state directories
-  (caches, editor swap and history places) the store's own and writable
-  (:mod:`.home`): programs keep their state, the user's files stay untouched. Without
-  one, ``$HOME`` is as read-only as the rest of the tree.
+* **Home** — with the owner's home store (``Policy.home_dir``), ``$HOME`` is that store,
+  writable, holding a symlink to each of the user's entries, which are bound read-only
+  at ``/run/dsh-home/...``; the state directories (caches, editor swap and history
+  places) are the store's own (:mod:`.home`): programs keep their state, the user's
+  files stay untouched. Without one, ``$HOME`` is as read-only as the rest of the tree.
 * **Host IPC endpoints** — a fresh, empty tmpfs over ``/run`` (so ``/var/run`` too,
   where docker's, dbus's and the runtime directory's sockets live) and over the runtime
   directory wherever ``XDG_RUNTIME_DIR`` puts it; the variables that name such
@@ -48,6 +48,7 @@ confined :class:`~.policy.Policy` (``read-only`` or ``workspace-write``). What h
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pwd
 import shutil
@@ -61,7 +62,7 @@ import attrs
 
 from ..kernel.errors import SandboxUnavailable, TerminalError
 from ..provider.env import SOCKET_VARIABLES
-from .home import home_mounts
+from .home import HomeLayers
 from .policy import NetworkAccess, Policy, SandboxMode
 
 __all__ = ["BwrapConfig", "BwrapSandbox", "SandboxHealth"]
@@ -110,6 +111,9 @@ def _depth(path: str) -> int:
     return len([part for part in path.split("/") if part])
 
 
+# Where a layered home's real self is bound inside (in the fresh tmpfs over /run).
+_SIDE = "/run/dsh-home"
+
 # Read at each spawn: the name-service files a resolver needs with the host's network.
 _DNS_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf")
 
@@ -134,7 +138,9 @@ def _namespace_arguments(network: NetworkAccess) -> list[str]:
     return [*args, "--cap-drop", "ALL"]
 
 
-def _confinement_arguments(policy: Policy, environ: Mapping[str, str]) -> list[str]:
+def _confinement_arguments(
+    policy: Policy, environ: Mapping[str, str], layers: HomeLayers | None = None
+) -> list[str]:
     """Return the ``bwrap`` options that enforce ``policy`` (a confined one).
 
     Later mounts shadow earlier ones, so every mount is placed after the mounts of its
@@ -154,11 +160,14 @@ def _confinement_arguments(policy: Policy, environ: Mapping[str, str]) -> list[s
             real = os.path.realpath(name)
             if os.path.isfile(real) and any(_within(real, p) for p in (*hidden, "/tmp")):
                 mounts.append((real, ["--ro-bind", real, real]))
-    mounts += _home_layers(policy, environ, hidden)
+    homes = _home_layers(policy, environ, hidden, layers) if layers is not None else []
+    for _, home_mounts in homes:
+        mounts += home_mounts
     if policy.mode is SandboxMode.WORKSPACE_WRITE:
         mounts.append((root, ["--bind", root, root]))
-    elif any(_within(root, p) for p in (*hidden, "/tmp")):
-        # The tmpfs would hide a workspace there; keep it visible, read-only.
+    elif any(_within(root, p) for p in (*hidden, "/tmp", *(home for home, _ in homes))):
+        # The tmpfs would hide a workspace there, and a layered home would show it at
+        # its side path only; keep it visible at its own, read-only.
         mounts.append((root, ["--ro-bind", root, root]))
     mounts.sort(key=lambda mount: _depth(mount[0]))
     args = ["--ro-bind", "/", "/"]
@@ -174,22 +183,24 @@ def _confinement_arguments(policy: Policy, environ: Mapping[str, str]) -> list[s
 
 
 def _home_layers(
-    policy: Policy, environ: Mapping[str, str], hidden: Sequence[str]
-) -> list[tuple[str, list[str]]]:
-    """The mounts that give the user's home the owner's home store, when it gets one.
+    policy: Policy, environ: Mapping[str, str], hidden: Sequence[str], layers: HomeLayers
+) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    """Each home given the owner's home store, with its mounts.
 
     Two homes may differ: ``$HOME``, and the password database's, which some programs
-    use instead (nano as root, ssh always); each that differs gets a part of the store
-    of its own. None when the policy names no store, and no layering for a home that
-    is writable or hidden anyway (inside a writable workspace, under ``/tmp`` or a
-    hidden IPC directory) or is ``/``. The workspace's own bind comes later at equal
-    depth, so a workspace inside a home stays writable.
+    use instead (nano as root, ssh always); each gets a part of the store of its own
+    and a side path under the fresh ``/run``. None when the policy names no store or
+    there is no fresh ``/run``, and no layering for a home that is writable or hidden
+    anyway (inside a writable workspace, under ``/tmp`` or a hidden IPC directory) or is
+    ``/``. A workspace inside a home keeps its real path: a directory of the store, with
+    the workspace's own bind over it (that bind comes later, being deeper).
     """
     store = policy.home_dir
-    if store is None:
+    if store is None or "/run" not in hidden:
         return []
     homes: dict[str, str] = {}  # home -> its part of the store
-    for home, part in ((environ.get("HOME", ""), "home"), (_password_home(), "passwd-home")):
+    candidates = ((environ.get("HOME", ""), "home"), (_password_home(os.geteuid()), "passwd-home"))
+    for home, part in candidates:
         if not os.path.isabs(home) or not os.path.isdir(home):
             continue
         home = os.path.realpath(home)
@@ -197,22 +208,28 @@ def _home_layers(
             continue
         if policy.mode is SandboxMode.WORKSPACE_WRITE and _within(home, policy.workspace_root):
             continue
-        homes[home] = os.path.join(store, part)
+        homes[home] = part
     if not homes:
         return []
     _ensure_private_tmp(store, "home store")
-    mounts: list[tuple[str, list[str]]] = []
+    layered = []
     for home, part in homes.items():
         # The store's top is never bound into a sandbox: no shell can plant a link here.
+        path = os.path.join(store, part)
         with contextlib.suppress(FileExistsError):
-            os.mkdir(part, 0o700)
-        mounts += home_mounts(home, part, policy.home_state_dirs)
-    return mounts
+            os.mkdir(path, 0o700)
+        root = policy.workspace_root
+        keep = [root] if root != home and _within(root, home) else []
+        side = os.path.join(_SIDE, part)
+        layered.append((home, layers.mounts(home, path, side, policy.home_state_dirs, keep)))
+    return layered
 
 
-def _password_home() -> str:
+@functools.lru_cache(maxsize=4)
+def _password_home(uid: int | None = None) -> str:
+    """The password database's home of ``uid`` (this user); read once, not per shell."""
     try:
-        return pwd.getpwuid(os.geteuid()).pw_dir
+        return pwd.getpwuid(os.geteuid() if uid is None else uid).pw_dir
     except KeyError:
         return ""
 
@@ -254,6 +271,7 @@ class BwrapSandbox:
         self._executable: str | None = None
         self._reason: str | None = None
         self._refused = False  # bwrap ran, and its trial failed: namespaces not allowed
+        self._layers = HomeLayers()  # the owners' home stores, kept in step with the homes
 
     @property
     def executable(self) -> str | None:
@@ -326,7 +344,8 @@ class BwrapSandbox:
         assert self._executable is not None
         if policy.tmp_dir is not None:
             _ensure_private_tmp(policy.tmp_dir)
-        return [self._executable, *_confinement_arguments(policy, os.environ), "--", *argv]
+        arguments = _confinement_arguments(policy, os.environ, self._layers)
+        return [self._executable, *arguments, "--", *argv]
 
     def _probe(self) -> None:
         with self._lock:
