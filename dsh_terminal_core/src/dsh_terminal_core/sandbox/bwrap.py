@@ -56,7 +56,7 @@ import stat
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import attrs
 
@@ -198,6 +198,26 @@ def _home_layers(
     store = policy.home_dir
     if store is None or "/run" not in hidden:
         return []
+    # Which homes, and their store parts made: decided once per burst of opens.
+    key = (store, environ.get("HOME"), policy.mode, policy.workspace_root, tuple(hidden))
+    homes = cast("dict[str, str] | None", layers.recent(key))
+    if homes is None:
+        homes = _homes(policy, environ, hidden, store)
+        layers.remember(key, homes)
+    root = policy.workspace_root
+    layered = []
+    for home, part in homes.items():
+        keep = [root] if root != home and _within(root, home) else []
+        side = os.path.join(_SIDE, part)
+        path = os.path.join(store, part)
+        layered.append((home, layers.mounts(home, path, side, policy.home_state_dirs, keep)))
+    return layered
+
+
+def _homes(
+    policy: Policy, environ: Mapping[str, str], hidden: Sequence[str], store: str
+) -> dict[str, str]:
+    """The homes to layer, each with its part of the store (made here if missing)."""
     homes: dict[str, str] = {}  # home -> its part of the store
     candidates = ((environ.get("HOME", ""), "home"), (_password_home(os.geteuid()), "passwd-home"))
     for home, part in candidates:
@@ -210,19 +230,13 @@ def _home_layers(
             continue
         homes[home] = part
     if not homes:
-        return []
+        return homes
     _ensure_private_tmp(store, "home store")
-    layered = []
-    for home, part in homes.items():
+    for part in homes.values():
         # The store's top is never bound into a sandbox: no shell can plant a link here.
-        path = os.path.join(store, part)
         with contextlib.suppress(FileExistsError):
-            os.mkdir(path, 0o700)
-        root = policy.workspace_root
-        keep = [root] if root != home and _within(root, home) else []
-        side = os.path.join(_SIDE, part)
-        layered.append((home, layers.mounts(home, path, side, policy.home_state_dirs, keep)))
-    return layered
+            os.mkdir(os.path.join(store, part), 0o700)
+    return homes
 
 
 @functools.lru_cache(maxsize=4)

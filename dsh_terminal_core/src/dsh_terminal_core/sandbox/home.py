@@ -38,9 +38,11 @@ inside the store, which the confined shells write: directories are opened with
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import stat
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Hashable, Iterable, Sequence
 
 __all__ = ["DEFAULT_STATE_DIRS", "LAYERED_DIRS", "HomeLayers", "check_state_dirs"]
 
@@ -68,6 +70,9 @@ LAYERED_DIRS: tuple[str, ...] = (".config",)
 the first time makes its own directory."""
 
 Mount = tuple[str, list[str]]
+
+# How long a store counts as in step: opens in a burst look at the homes once.
+_RECENT_S = 1.0
 
 
 def check_state_dirs(value: Iterable[str]) -> tuple[str, ...]:
@@ -103,11 +108,27 @@ class HomeLayers:
 
     Remembers, per store, what the layered directories looked like when it last
     refreshed them, so a shell that starts while nothing changed costs a few ``stat``
-    calls.
+    calls. The store's side is looked at for every shell (the owner's shells may have
+    changed it); the user's home at most once per :data:`_RECENT_S`, so opens in a burst
+    do not look at it again (an entry the user adds shows up at the next look).
     """
 
     def __init__(self) -> None:
         self._seen: dict[tuple[str, str], tuple[object, ...]] = {}
+        self._recent: dict[Hashable, tuple[float, object]] = {}
+
+    def recent(self, key: Hashable) -> object | None:
+        """What :meth:`remember` kept under ``key`` less than :data:`_RECENT_S` ago."""
+        found = self._recent.get(key)
+        if found is None or time.monotonic() - found[0] >= _RECENT_S:
+            return None
+        return found[1]
+
+    def remember(self, key: Hashable, value: object) -> None:
+        now = time.monotonic()
+        if len(self._recent) > 256:  # owners come and go: forget the stale ones
+            self._recent = {k: v for k, v in self._recent.items() if now - v[0] < _RECENT_S}
+        self._recent[key] = (now, value)
 
     def mounts(
         self,
@@ -124,31 +145,44 @@ class HomeLayers:
         home that must keep their real path (a workspace bound there later): the
         directories on their way are layered and each is a directory of the store.
         """
-        kept = [os.path.relpath(path, home) for path in keep]
-        layered = {"", *LAYERED_DIRS}
-        for path in (*state_dirs, *kept):
-            layered.update(_ancestors(path))
-        own = layered | set(state_dirs) | set(kept)
-        order = sorted(layered, key=lambda p: (p.count("/"), p))
+        order, own, fresh = _plan(home, tuple(state_dirs), tuple(keep))
         key = (store, home)
-        look = _look(home, store, order)
-        if self._seen.get(key) != look:
-            _refresh(home, store, side, order, own, (*state_dirs, *kept))
-            self._seen[key] = _look(home, store, order)
+        users = self.recent(("home", home, order))
+        if users is None:
+            users = _look(home, order)
+            self.remember(("home", home, order), users)
+        if self._seen.get(key) != (users, _look(store, order)):
+            _refresh(home, store, side, order, own, fresh)
+            users = _look(home, order)
+            self.remember(("home", home, order), users)
+            self._seen[key] = (users, _look(store, order))
         return [(home, ["--bind", store, home]), (side, ["--ro-bind", home, side])]
 
 
-def _look(home: str, store: str, order: Sequence[str]) -> tuple[object, ...]:
-    """What tells whether a layered directory changed: inode and mtime, both sides."""
+@functools.lru_cache(maxsize=64)
+def _plan(
+    home: str, state_dirs: tuple[str, ...], keep: tuple[str, ...]
+) -> tuple[tuple[str, ...], frozenset[str], tuple[str, ...]]:
+    """The layered directories (parents first), every path of the store's own, and the
+    directories to make fresh: the state directories and the kept paths."""
+    kept = tuple(os.path.relpath(path, home) for path in keep)
+    layered = {"", *LAYERED_DIRS}
+    for path in (*state_dirs, *kept):
+        layered.update(_ancestors(path))
+    order = tuple(sorted(layered, key=lambda p: (p.count("/"), p)))
+    return order, frozenset(layered | set(state_dirs) | set(kept)), (*state_dirs, *kept)
+
+
+def _look(root: str, order: Sequence[str]) -> tuple[object, ...]:
+    """What tells whether a layered directory under ``root`` changed: inode, mtime, kind."""
     found: list[object] = []
     for relative in order:
-        for root in (home, store):
-            try:
-                info = os.stat(os.path.join(root, relative), follow_symlinks=False)
-            except OSError:
-                found.append(None)
-                continue
-            found.append((info.st_ino, info.st_mtime_ns, stat.S_IFMT(info.st_mode)))
+        try:
+            info = os.stat(os.path.join(root, relative), follow_symlinks=False)
+        except OSError:
+            found.append(None)
+            continue
+        found.append((info.st_ino, info.st_mtime_ns, stat.S_IFMT(info.st_mode)))
     return tuple(found)
 
 
@@ -157,7 +191,7 @@ def _refresh(
     store: str,
     side: str,
     order: Sequence[str],
-    own: set[str],
+    own: frozenset[str],
     fresh: Sequence[str],
 ) -> None:
     store_fd = os.open(store, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
@@ -213,7 +247,7 @@ def _our_link(dir_fd: int, name: str, side: str) -> bool:
         return False
 
 
-def _link_entries(home: str, dir_fd: int, relative: str, side: str, own: set[str]) -> None:
+def _link_entries(home: str, dir_fd: int, relative: str, side: str, own: frozenset[str]) -> None:
     """Make the store's ``relative`` hold a symlink per user entry, and drop stale ones."""
     real = os.path.join(home, relative) if relative else home
     wanted: dict[str, str] = {}
