@@ -15,9 +15,7 @@ from dsh_terminal_core.registry import BackendSpawnContext
 from dsh_terminal_core.sandbox.login import (
     LoginCapture,
     LoginEnvironment,
-    LoginRequest,
-    capture_login_environment,
-    report_dir,
+    capture_under_policy,
     user_login_shell,
 )
 
@@ -78,36 +76,14 @@ class BashBackend:
 
     async def _capture_login(self, owner: Agent) -> LoginEnvironment:
         policy = self._policy.resolve(owner) if self._policy is not None else None
-        confined = policy is not None and policy.confined
-        shell = self._config.login_shell or user_login_shell() or self._config.shell_path
-        sandbox = str(policy.mode) if policy is not None else "none"
-        where = report_dir(policy.tmp_dir if policy is not None else None, confined)
-        if where is None:
-            return LoginEnvironment(
-                shell=shell,
-                dialect="",
-                argv=(shell,),
-                sandbox=sandbox,
-                problem="its owner's sandbox has no private /tmp to report through",
-            )
-
-        def confine(argv: list[str]) -> list[str]:
-            if not confined:
-                return argv
-            if self._sandbox is None:
-                raise SandboxUnavailable("no loaded plugin provides 'sandbox'")
-            return list(self._sandbox.confine(argv, policy))
-
-        request = LoginRequest(
-            shell=shell,
-            confine=confine,
-            report_dir=where,
-            sandbox=sandbox,
+        return await capture_under_policy(
+            self._provider,
+            policy,
+            self._sandbox,
+            shell=self._config.login_shell or user_login_shell() or self._config.shell_path,
             env={**owner_marker(owner.id), "TERM": LINE_TERM, "HISTFILE": ""},
-            cwd=policy.workspace_root if policy is not None else os.getcwd(),
             timeout_s=self._config.login_timeout_ms / 1000,
         )
-        return await capture_login_environment(self._provider, request)
 
     def _argv_and_cwd(
         self, context: BackendSpawnContext, policy: Any, login_rc: bool = False

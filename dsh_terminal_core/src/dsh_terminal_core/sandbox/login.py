@@ -44,9 +44,10 @@ import attrs
 
 from ..kernel.agents import Agent
 from ..kernel.cancel import Cancellation
-from ..kernel.errors import TerminalError, owner_not_live
+from ..kernel.errors import SandboxUnavailable, TerminalError, owner_not_live
 from ..provider.env import is_scrubbed_name
 from ..provider.types import TerminalProvider, TerminalSpawnSpec
+from .policy import Policy
 
 __all__ = [
     "LOGIN_DIALECTS",
@@ -56,6 +57,7 @@ __all__ = [
     "LoginEnvironmentSource",
     "LoginRequest",
     "capture_login_environment",
+    "capture_under_policy",
     "login_dialect",
     "report_dir",
     "user_login_shell",
@@ -290,6 +292,54 @@ async def capture_login_environment(
         )
     finally:
         shutil.rmtree(host, ignore_errors=True)
+
+
+class _Confines(Protocol):
+    def confine(self, argv: Sequence[str], policy: Policy) -> list[str]: ...
+
+
+async def capture_under_policy(
+    provider: TerminalProvider,
+    policy: Policy | None,
+    sandbox: _Confines | None,
+    *,
+    shell: str,
+    env: Mapping[str, str],
+    timeout_s: float,
+) -> LoginEnvironment:
+    """Capture with ``shell`` as an owner's sessions run: under ``policy`` (confined by
+    ``sandbox``; ``None`` runs it unconfined), in its workspace. What a shell backend
+    calls from the capture it hands :class:`LoginCapture`."""
+    confined = policy is not None and policy.confined
+    where = report_dir(policy.tmp_dir if policy is not None else None, confined)
+    mode = str(policy.mode) if policy is not None else "none"
+    if where is None:
+        return LoginEnvironment(
+            shell=shell,
+            dialect="",
+            argv=(shell,),
+            sandbox=mode,
+            problem="its owner's sandbox has no private /tmp to report through",
+        )
+
+    def confine(argv: list[str]) -> list[str]:
+        if not confined:
+            return argv
+        if sandbox is None:
+            raise SandboxUnavailable("no loaded plugin provides 'sandbox'")
+        assert policy is not None
+        return list(sandbox.confine(argv, policy))
+
+    request = LoginRequest(
+        shell=shell,
+        confine=confine,
+        report_dir=where,
+        sandbox=mode,
+        env=env,
+        cwd=policy.workspace_root if policy is not None else os.getcwd(),
+        timeout_s=timeout_s,
+    )
+    return await capture_login_environment(provider, request)
 
 
 def _login_words(argv: Sequence[str]) -> str:
