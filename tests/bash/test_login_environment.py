@@ -36,6 +36,7 @@ needs_bwrap = pytest.mark.skipif(
 
 PROFILE = """\
 export FROM_PROFILE=profile-ran
+export LOGIN_PID_NS="$(readlink /proc/self/ns/pid)"
 export GITHUB_TOKEN=ghp_not_for_the_model
 echo ran >> "$LOGIN_COUNT"
 [ -f ~/.bashrc ] && . ~/.bashrc
@@ -129,6 +130,10 @@ async def test_path_aliases_and_functions_from_the_rc_files_reach_every_session(
             # The replay leaves nothing behind, and the prompt protocol still holds.
             leftover = await run(h, owner, sid, "env | grep -c '^DSH_LOGIN' ; false")
             assert (leftover["viewport"], leftover["exitCode"]) == ("0\n", 1)
+        # It ran under the owner's sandbox: a pid namespace of its own.
+        shown = await run(h, agent, first, 'echo "$LOGIN_PID_NS"')
+        assert shown["viewport"].startswith("pid:[")
+        assert shown["viewport"].strip() != os.readlink("/proc/self/ns/pid")
     # One login shell for the whole harness, however many sessions and owners.
     assert (user["ws"] / "login-count").read_text() == "ran\n"
     assert tree_hash(user["home"]) == before
