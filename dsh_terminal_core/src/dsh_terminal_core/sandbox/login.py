@@ -44,7 +44,7 @@ import attrs
 
 from ..kernel.agents import Agent
 from ..kernel.cancel import Cancellation
-from ..kernel.errors import SandboxUnavailable, TerminalError, owner_not_live
+from ..kernel.errors import DshError, SandboxUnavailable, owner_not_live
 from ..provider.env import is_scrubbed_name
 from ..provider.types import TerminalProvider, TerminalSpawnSpec
 from .policy import Policy
@@ -241,8 +241,10 @@ async def capture_login_environment(
 
     try:
         confined = request.confine(argv)  # makes the owner's private /tmp if needed
-    except TerminalError as exc:
+    except DshError as exc:
         return failed(f"its sandbox could not be set up ({exc.message})")
+    except OSError as exc:
+        return failed(f"its sandbox could not be set up ({exc.strerror or exc})")
     try:
         os.mkdir(host, 0o700)
     except OSError as exc:
@@ -251,7 +253,7 @@ async def capture_login_environment(
         spec = TerminalSpawnSpec(argv=confined, cwd=request.cwd, env=dict(request.env))
         try:
             process = await provider.spawn_terminal(spec)
-        except TerminalError as exc:
+        except DshError as exc:
             return failed(f"{request.shell} could not be started ({exc.message})")
         output = bytearray()
         process.set_output_handler(output.extend)
