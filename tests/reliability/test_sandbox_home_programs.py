@@ -7,7 +7,8 @@ file), nano with ``[ Problems with history file ]`` and "Unable to create direct
 .../.local/share/nano/: Read-only file system", and ``npm install`` failed on its cache
 (``npm error syscall mkdir ... ~/.npm/_cacache``, status 254). Each program here runs
 through the tools in a session of the default sandbox (``workspace-write``, bubblewrap;
-``network = "host"`` for npm), against a user home of the test's own that already holds
+``network = "host"`` for npm, which installs a local tarball with ``--no-audit`` so no
+registry is needed), against a user home of the test's own that already holds
 an nvim config and an old npm cache; the home is hashed before and after. The control
 runs the same programs with ``home = "read-only"`` and must meet the old failures, so
 the assertions could fail.
@@ -160,7 +161,9 @@ async def test_nvim_nano_and_npm_install_keep_their_state_and_home_is_unchanged(
 
         sid = (await call_value(h, agent, "terminal_open", {}))["sessionId"]
         tarball = user["base"] / "dsh-local-pkg-1.0.0.tgz"
-        out = await run_long(h, agent, sid, f"npm install {tarball} 2>&1; echo rc=$?")
+        out = await run_long(
+            h, agent, sid, f"npm install --no-audit --no-fund {tarball} 2>&1; echo rc=$?"
+        )
         assert "rc=0" in out and "added 1 package" in out, out
         assert not [w for w in ("WARN", "ERR", "EROFS", "EACCES") if w in out], out
         loaded = await send(h, agent, sid, text="node -p \"require('dsh-local-pkg')\"")
@@ -195,6 +198,8 @@ async def test_control_with_a_read_only_home_the_old_failures_are_back(
         assert "E303" in nvim and "Problems with history file" in nano, (nvim, nano)
         sid = (await call_value(h, agent, "terminal_open", {}))["sessionId"]
         tarball = user["base"] / "dsh-local-pkg-1.0.0.tgz"
-        failed = await run_long(h, agent, sid, f"npm install {tarball} 2>&1; echo rc=$?")
+        failed = await run_long(
+            h, agent, sid, f"npm install --no-audit --no-fund {tarball} 2>&1; echo rc=$?"
+        )
         assert ".npm/_cacache" in failed and "rc=0" not in failed, failed
     assert tree_hash(user["home"]) == before
