@@ -156,10 +156,11 @@ if [ "$mode" = test ]; then
   # tests of threaded and multi-process programs (tests/bash/test_readiness_threaded.py);
   # fzf, whiptail and ncdu for the screen tests of terminal queries, highlights and DEC
   # line drawing (tests/bash/test_screen_programs.py); zsh and fish for their backends
-  # (the readiness suites run for each shell, tests/shells).
+  # (the readiness suites run for each shell, tests/shells); nano and npm for the tests of a
+  # home a confined shell may write to (tests/reliability/test_sandbox_home_programs.py).
   for pair in gdb:gdb gcc:gcc vim:vim less:less top:procps htop:htop man:man-db dialog:dialog tput:ncurses-bin \
     nvim:neovim mc:mc tmux:tmux screen:screen watch:procps fzf:fzf whiptail:whiptail ncdu:ncdu \
-    zsh:zsh fish:fish; do
+    zsh:zsh fish:fish nano:nano npm:npm; do
     tool=${pair%%:*} package=${pair#*:}
     if ! command -v "$tool" >/dev/null 2>&1; then
       if have_apt && is_root; then

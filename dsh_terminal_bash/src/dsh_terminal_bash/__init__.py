@@ -16,7 +16,7 @@ from .environment import (
     shell_environment,
 )
 from .session import BashSession
-from .shell import OutputFilter, ShellPolicy
+from .shell import LoginReplay, OutputFilter, ShellPolicy
 
 __all__ = [
     "BASH",
@@ -26,6 +26,7 @@ __all__ = [
     "BashBackend",
     "BashConfig",
     "BashSession",
+    "LoginReplay",
     "OutputFilter",
     "ShellBackend",
     "ShellPolicy",

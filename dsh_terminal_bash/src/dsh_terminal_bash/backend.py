@@ -12,13 +12,22 @@ import asyncio
 import os
 from typing import Any
 
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.cancel import Cancellation
 from dsh_terminal_core.kernel.errors import InvalidArgument, SandboxUnavailable, TerminalError
 from dsh_terminal_core.kernel.turns import take_turn
 from dsh_terminal_core.provider import TerminalProvider, TerminalSpawnSpec
 from dsh_terminal_core.registry import BackendSpawnContext
+from dsh_terminal_core.sandbox.login import (
+    LoginCapture,
+    LoginEnvironment,
+    capture_under_policy,
+    user_login_shell,
+)
 
 from .config import BashConfig
-from .environment import BASH, owner_marker, session_environment
+from .environment import BASH, LINE_TERM, owner_marker, session_environment
+from .login import login_variables
 from .screen import ScreenEmulator
 from .session import BashSession
 from .shell import ShellPolicy
@@ -47,6 +56,7 @@ class ShellBackend:
         self._sandbox = sandbox
         self._config = config
         self._shell = shell
+        self._login = LoginCapture(self._capture_login)
 
     @property
     def type(self) -> str:
@@ -66,9 +76,33 @@ class ShellBackend:
     def config(self) -> BashConfig:
         return self._config
 
-    def _argv_and_cwd(self, context: BackendSpawnContext, policy: Any) -> tuple[list[str], str]:
+    @property
+    def environment(self) -> str:
+        """``"clean"`` or ``"login"`` (SPEC §32.1): what its sessions start from."""
+        return self._config.environment
+
+    async def login_environment(self, owner: Agent) -> LoginEnvironment:
+        """The login environment (captured once, under ``owner``'s sandbox if first)."""
+        return await self._login.get(owner, Cancellation())
+
+    async def _capture_login(self, owner: Agent) -> LoginEnvironment:
+        policy = self._policy.resolve(owner) if self._policy is not None else None
+        return await capture_under_policy(
+            self._provider,
+            policy,
+            self._sandbox,
+            shell=self._config.login_shell or user_login_shell() or self._config.shell_path,
+            env={**owner_marker(owner.id), "TERM": LINE_TERM, "HISTFILE": ""},
+            timeout_s=self._config.login_timeout_ms / 1000,
+        )
+
+    def _argv_and_cwd(
+        self, context: BackendSpawnContext, policy: Any, login_rc: bool = False
+    ) -> tuple[list[str], str]:
         config = self._config
-        argv = [config.shell_path, *config.shell_args, *self._shell.protocol_args]
+        replay = self._shell.login_replay
+        args = replay.args(config.shell_args) if login_rc and replay else config.shell_args
+        argv = [config.shell_path, *args, *self._shell.protocol_args]
         cwd = context.cwd or (policy.workspace_root if policy is not None else os.getcwd())
         if not os.path.isabs(cwd):
             base = policy.workspace_root if policy is not None else os.getcwd()
@@ -96,16 +130,24 @@ class ShellBackend:
     async def spawn(self, context: BackendSpawnContext) -> BashSession:
         context.cancel.raise_if_cancelled()
         policy = self._policy.resolve(context.owner) if self._policy is not None else None
-        argv, cwd = self._argv_and_cwd(context, policy)
+        confined = policy is not None and policy.confined
+        login: dict[str, str] = {}
+        login_rc = False
+        if self._config.environment == "login":
+            captured = await self._login.get(context.owner, context.cancel)
+            login, login_rc = login_variables(
+                captured, self._shell.login_replay, confined=confined
+            )
+        argv, cwd = self._argv_and_cwd(context, policy, login_rc)
         # The environment and the spec are built in a turn of their own: after a quiet
         # spell every step of an open runs from cold caches, several times its usual
         # length, and two short steps keep the loop freer than one long one.
         await take_turn()
-        confined = policy is not None and policy.confined
         spec = TerminalSpawnSpec(
             argv=argv,
             cwd=cwd,
             env={
+                **login,
                 **session_environment(
                     context.owner.id,
                     context.session_id,
@@ -135,6 +177,9 @@ class ShellBackend:
             if not process.done.done():
                 await asyncio.shield(process.terminate())
             raise
+        notice = self._login.take_notice()
+        if notice is not None:
+            session.add_notice(notice)
         return session
 
 

@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import os
 
-from .shell import ShellPolicy
+from .login import LOGIN_RC, login_arguments
+from .shell import LoginReplay, ShellPolicy
 
 __all__ = [
     "EXIT_MARKER_PREFIX",
@@ -148,9 +149,15 @@ BASH_PROTOCOL: dict[str, str] = {
     "PROMPT_COMMAND": FIRST_PROMPT_COMMAND,
 }
 
-BASH = ShellPolicy(section="terminal-bash", environment=BASH_PROTOCOL, continuation_prompts=("> ",))
+BASH = ShellPolicy(
+    section="terminal-bash",
+    environment=BASH_PROTOCOL,
+    continuation_prompts=("> ",),
+    login_replay=LoginReplay(dialect="bash", reads=LOGIN_RC, args=login_arguments),
+)
 """Bash's part of a session: the protocol is ``PS1`` and ``PROMPT_COMMAND`` above; its
-default ``PS2`` is ``> ``; readline draws nothing of its own before a prompt."""
+default ``PS2`` is ``> ``; readline draws nothing of its own before a prompt; a bash login
+shell's functions and aliases are replayed by ``loginrc.bash`` (``--rcfile``)."""
 
 
 def shell_environment(

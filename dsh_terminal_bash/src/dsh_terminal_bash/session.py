@@ -165,6 +165,11 @@ class BashSession(SessionProbe, CancelEnforcement):
     def motd(self) -> str:
         return self._motd
 
+    def add_notice(self, text: str) -> None:
+        """Put a line from the harness (the login environment not applied) before what
+        the shell printed at startup, where the first open's result shows it."""
+        self._motd = f"{text}\n{self._motd}" if self._motd else text
+
     def cwd(self) -> str | None:
         pid = self._shell_pgid or self._process.pid
         try:

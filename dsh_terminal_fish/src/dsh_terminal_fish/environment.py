@@ -19,6 +19,11 @@ the prompt for an empty line, and a ``fish_cancel`` handler the marker before fi
 a partial one; the marker says 130 (bash's ``$?`` after a Ctrl-C) until the next command
 runs (``fish_preexec``). fish's own ``$status`` is left as it was.
 
+With ``environment = "login"`` the functions (aliases among them) a fish login shell
+ended with ride in ``DSH_LOGIN_DEFINITIONS_<n>`` variables (:mod:`dsh_terminal_bash.login`);
+:data:`LOGIN_REPLAY`, run by ``-C`` after the protocol, sources them and erases the
+variables, so nothing the session runs inherits them.
+
 History is kept in memory only (``fish_history`` empty); the greeting and
 autosuggestions are off.
 
@@ -28,11 +33,11 @@ the exact stdin-wait tier, without an exit code.
 
 from __future__ import annotations
 
-from dsh_terminal_bash import PROMPT, ShellPolicy
+from dsh_terminal_bash import PROMPT, LoginReplay, ShellPolicy
 
 from .abandon import AbandonedLines
 
-__all__ = ["FISH", "INIT"]
+__all__ = ["FISH", "INIT", "LOGIN_REPLAY"]
 
 INIT = (
     "set -g fish_greeting ''\n"
@@ -66,6 +71,22 @@ INIT = (
 """Run by ``-C`` before the first prompt; kept in ``__dsh_init`` for the prompt to heal."""
 
 
+LOGIN_REPLAY = (
+    "if set -q DSH_LOGIN_DEFINITIONS_0\n"
+    "    set -l __dsh_definitions\n"
+    "    set -l __dsh_n 0\n"
+    "    while set -q DSH_LOGIN_DEFINITIONS_$__dsh_n\n"
+    "        set -l __dsh_name DSH_LOGIN_DEFINITIONS_$__dsh_n\n"
+    "        set -a __dsh_definitions $$__dsh_name\n"
+    "        set -e $__dsh_name\n"
+    "        set __dsh_n (math $__dsh_n + 1)\n"
+    "    end\n"
+    "    string join '' -- $__dsh_definitions | source\n"
+    "end\n"
+)
+"""Run by ``-C`` after :data:`INIT`; does nothing unless the session carries definitions."""
+
+
 def _quoted(text: str) -> str:
     """``text`` as one fish single-quoted word (only ``\\`` and ``'`` are escaped there)."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -74,7 +95,8 @@ def _quoted(text: str) -> str:
 FISH = ShellPolicy(
     section="terminal-fish",
     environment={},
-    protocol_args=("-C", f"set -g __dsh_init {_quoted(INIT)}\n{INIT}"),
+    protocol_args=("-C", f"set -g __dsh_init {_quoted(INIT)}\n{INIT}{LOGIN_REPLAY}"),
     continuation_prompts=(),
     output_filter=AbandonedLines,
+    login_replay=LoginReplay(dialect="fish"),
 )

@@ -12,13 +12,17 @@ the last command's status, which zsh keeps across ``precmd``. ``precmd`` re-asse
 ``PS1`` before every prompt, so a ``PS1=...`` never survives to the next prompt;
 ``PROMPT_CR``/``PROMPT_SP`` are off, so zsh prints no ``%`` mark and no carriage return
 of its own before a prompt. The EXIT marker is printed by a ``zshexit`` hook.
+
+With ``environment = "login"`` the same ``.zshrc`` replays, last, the functions and
+aliases a zsh login shell ended with (``DSH_LOGIN_DEFINITIONS_<n>``, removed once read;
+:mod:`dsh_terminal_bash.login`).
 """
 
 from __future__ import annotations
 
 import os
 
-from dsh_terminal_bash import PROMPT, ShellPolicy
+from dsh_terminal_bash import PROMPT, LoginReplay, ShellPolicy
 
 __all__ = ["PS1", "PS2", "ZDOTDIR", "ZSH"]
 
@@ -31,6 +35,8 @@ ZSH = ShellPolicy(
     section="terminal-zsh",
     environment={"ZDOTDIR": ZDOTDIR, "DSH_ZSH_PS1": PS1, "DSH_ZSH_PS2": PS2},
     continuation_prompts=(PS2,),
+    login_replay=LoginReplay(dialect="zsh", reads=os.path.join(ZDOTDIR, ".zshrc")),
 )
 """zsh's policy: its protocol is the ``.zshrc`` in :data:`ZDOTDIR`, its ``PS2`` is ``> ``,
-and its line editor draws nothing before a prompt once ``PROMPT_SP`` is off."""
+and its line editor draws nothing before a prompt once ``PROMPT_SP`` is off; a zsh login
+shell's functions and aliases are replayed by the same ``.zshrc``."""

@@ -1,7 +1,9 @@
 """Sandbox policy (what an owner's terminals may write) and its bubblewrap enforcement.
 
-Owns: mode resolution per owner (:mod:`.policy`, plugin ``sandbox-policy``) and the
-bubblewrap command line (:mod:`.bwrap`, plugin ``sandbox-bwrap``).
+Owns: mode resolution per owner (:mod:`.policy`, plugin ``sandbox-policy``), the
+bubblewrap command line (:mod:`.bwrap`, plugin ``sandbox-bwrap``), the home a confined
+shell may write to (:mod:`.home`), and the user's login environment captured under an
+owner's sandbox for the shell backends (:mod:`.login`).
 
 May import: the kernel and the provider (the scrubbed child environment).
 """

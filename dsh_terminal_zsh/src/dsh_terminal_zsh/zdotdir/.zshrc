@@ -17,3 +17,17 @@ TRAPINT() { return $(( 128 + $1 )) }
 # Only the shell itself: a subshell ( ... ) runs zshexit too, and its status is not the shell's.
 __dsh_exit() { local code=$?; (( ZSH_SUBSHELL )) || print -rn -- $'\e]133;E;'$code$'\a' }
 zshexit_functions=(${zshexit_functions:#__dsh_exit} __dsh_exit)
+# environment = "login" (dsh_terminal_bash.login): the functions and aliases a zsh login
+# shell ended with ride in DSH_LOGIN_DEFINITIONS_0, _1, ...; replayed last, so the
+# protocol above is already parsed, and the variables removed, so nothing the session runs
+# inherits them.
+if (( ${+DSH_LOGIN_DEFINITIONS_0} )); then
+    __dsh_n=0 __dsh_definitions=
+    while __dsh_name=DSH_LOGIN_DEFINITIONS_$__dsh_n; (( ${(P)+__dsh_name} )); do
+        __dsh_definitions+=${(P)__dsh_name}
+        unset $__dsh_name
+        (( __dsh_n++ ))
+    done
+    eval "$__dsh_definitions"
+    \builtin unset __dsh_n __dsh_definitions __dsh_name
+fi
