@@ -251,8 +251,11 @@ async def test_clean_stays_the_default_and_has_none_of_it(
             shown = await run(h, agent, sid, missing)
             assert shown["exitCode"] == 127, shown  # command not found, in every shell
         # The home stays writable for each shell's confined session (SPEC §32.3).
-        wrote = await run(h, agent, sid, "mkdir -p ~/.cache/pip/t; echo x > ~/.cache/pip/t/f; ls ~/.cache/pip/t")
-        assert wrote["viewport"] == "f\n", wrote
+        write = "mkdir -p ~/.cache/pip/t ~/.cache/newtool; touch ~/.cache/pip/t/f ~/.newfile"
+        assert (await run(h, agent, sid, write))["exitCode"] == 0
+        assert (await run(h, agent, sid, "ls ~/.cache/pip/t"))["viewport"] == "f\n"
+    # ... into the owner's store: the user's home has none of it.
+    assert not (user["home"] / ".newfile").exists() and not (user["home"] / ".cache").exists()
     assert not (user["ws"] / "login-count").exists()
 
 
@@ -329,6 +332,27 @@ async def test_an_owner_disposed_mid_capture_stops_it_and_the_next_open_captures
         assert "dsh:" not in motd
         assert (await run(h, other, sid, "greet b"))["viewport"] == "hello, b (from a function)\n"
     assert (user["ws"] / "login-count").read_text() == "ran\nran\n"
+
+
+@needs_bwrap
+@pytest.mark.parametrize("shell", ["zsh", "fish"], indirect=True)
+async def test_a_bash_login_shell_gives_a_zsh_or_fish_session_its_variables_only(
+    user: dict[str, Path], shell: Shell
+) -> None:
+    (user["home"] / ".bash_profile").write_text(PROFILE)
+    (user["home"] / ".bashrc").write_text(BASHRC)
+    settings = config(user, shell=shell, login_shell="/bin/bash")
+    async with Harness(config=settings) as h:
+        agent = h.create_agent("a")
+        sid, motd = await opened(h, agent, shell.type)
+        assert "dsh:" not in motd
+        assert (await run(h, agent, sid, SHOW_PROFILE))["viewport"] == "profile-ran\nend\n"
+        assert (await run(h, agent, sid, "mytool"))["viewport"] == "mytool found\n"
+        # bash's definitions are bash's language: not replayed, and not carried along.
+        assert (await run(h, agent, sid, "greet x"))["exitCode"] == 127
+        assert (await run(h, agent, sid, "env | grep -c DSH_LOGIN"))["viewport"] == "0\n"
+        captured = await h.ctx.terminals.backend(shell.type).login_environment(agent)
+        assert captured.dialect == "bash" and captured.functions == ("greet",)
 
 
 @bash_only
