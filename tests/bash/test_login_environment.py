@@ -56,6 +56,7 @@ ZPROFILE = PROFILE.replace("[ -f ~/.bashrc ] && . ~/.bashrc\n", "")  # zsh -l -i
 
 ZSHRC = """\
 [[ -o interactive ]] || return
+setopt ksh_arrays sh_word_split  # change how any later script reads (the report too)
 export PATH="$PATH:$MYTOOL_DIR"
 alias dll='ls -l --time-style=+dsh-alias'
 greet() { echo "hello, $1 (from a function)"; }

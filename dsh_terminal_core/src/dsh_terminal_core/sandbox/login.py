@@ -140,15 +140,17 @@ def _zsh_report(directory: str) -> str:
     """Functions (not yet loaded autoload stubs, hooks and completion's left out), then
     aliases of every kind as ``alias -L`` prints them, then the variables.
 
-    Functions first, as for bash. ``errexit``, ``nounset`` and ``xtrace`` an rc file set
-    are switched off; every word is a builtin reached past the user's aliases.
+    Functions first, as for bash. The report runs under zsh's own options (``emulate
+    -R zsh``): an rc file's ``KSH_ARRAYS``, ``SH_WORD_SPLIT``, ``ERR_EXIT`` or
+    ``XTRACE`` would otherwise change what it reads or cut it short. Every word is a
+    builtin reached past the user's aliases.
     """
     path = {
         name: shlex.quote(os.path.join(directory, name))
         for name in ("definitions", "functions", "aliases")
     }
     return (
-        "\\builtin unsetopt errexit nounset xtrace verbose; "
+        "\\builtin emulate -R zsh; "
         f": > {path['definitions']}; : > {path['functions']}; "
         "for __dsh_f in ${(k)functions}; do "
         f"case $__dsh_f in ({_ZSH_SKIPPED}) continue;; esac; "
@@ -166,25 +168,27 @@ def _zsh_report(directory: str) -> str:
 def _fish_report(directory: str) -> str:
     """The user's functions (fish's own, vendors', ``fish_*`` and ``__*`` helpers and
     event handlers left out: a session has its own prompt and events), aliases among
-    them (fish's ``alias`` defines a function), then the variables."""
+    them (fish's ``alias`` defines a function), then the variables. Every word but
+    ``alias`` (fish's own function) is a builtin reached past the user's functions."""
     path = {
         name: shlex.quote(os.path.join(directory, name))
         for name in ("definitions", "functions", "aliases")
     }
     return (
-        f"printf '' > {path['definitions']}; printf '' > {path['functions']}; "
-        "for __dsh_f in (functions -n); "
-        "string match -q -r -- '^(__|fish_)' $__dsh_f; and continue; "
-        "set -l __dsh_file (functions --details -- $__dsh_f); "
-        "test \"$__dsh_file\" = n/a; and continue; "
-        "string match -q -- \"$__fish_data_dir/*\" $__dsh_file; and continue; "
-        "string match -q -- \"$__fish_sysconf_dir/*\" $__dsh_file; and continue; "
-        "string match -q -- '*/vendor_functions.d/*' $__dsh_file; and continue; "
-        "functions --handlers | string match -q -r -- \" $__dsh_f\\$\"; and continue; "
-        f"printf '%s\\n' $__dsh_f >> {path['functions']}; "
-        f"functions -- $__dsh_f >> {path['definitions']}; "
+        f"builtin printf '' > {path['definitions']}; builtin printf '' > {path['functions']}; "
+        "for __dsh_f in (builtin functions -n); "
+        "builtin string match -q -r -- '^(__|fish_)' $__dsh_f; and continue; "
+        "set -l __dsh_file (builtin functions --details -- $__dsh_f); "
+        "builtin test \"$__dsh_file\" = n/a; and continue; "
+        "builtin string match -q -- \"$__fish_data_dir/*\" $__dsh_file; and continue; "
+        "builtin string match -q -- \"$__fish_sysconf_dir/*\" $__dsh_file; and continue; "
+        "builtin string match -q -- '*/vendor_functions.d/*' $__dsh_file; and continue; "
+        "builtin functions --handlers "
+        "| builtin string match -q -r -- \" $__dsh_f\\$\"; and continue; "
+        f"builtin printf '%s\\n' $__dsh_f >> {path['functions']}; "
+        f"builtin functions -- $__dsh_f >> {path['definitions']}; "
         "end; "
-        "alias | string replace -r -- '^alias (?:-- )?(\\S+) .*' '$1' "
+        "alias | builtin string replace -r -- '^alias (?:-- )?(\\S+) .*' '$1' "
         f"> {path['aliases']}; "
         f"{_env_report(directory)}"
     )
