@@ -91,6 +91,9 @@ async def test_a_confined_exit_is_told_from_a_death_by_signal(tmp_path: object) 
     async with harness(config) as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
+        # Confined, fish has no UTF-8 locale and draws its mark with ``^J``: still taken out.
+        said = await send(h, agent, sid, f"echo confined; {exit_with(2)}")
+        assert (said.wait_reason, said.exit_code, said.viewport) == (STDIN, 2, "confined\n")
         ended = await send(h, agent, sid, "exit 137")
         assert (ended.session_status.exit_code, ended.session_status.signal) == (137, None)
 
