@@ -123,11 +123,11 @@ def shown(value: dict[str, Any]) -> str:
     return str(value["screen"]["text"]) if "screen" in value else str(value["viewport"])
 
 
-async def nvim_and_nano(h: Harness, agent: Agent) -> list[str]:
-    """Edit a file with each; return what each showed (the screen while it ran)."""
-    sid = (await call_value(h, agent, "terminal_open", {"screen": True, "rows": 24, "cols": 100}))[
-        "sessionId"
-    ]
+async def nvim_and_nano(h: Harness, agent: Agent, kind: str = "shell") -> list[str]:
+    """Edit a file with each in a session of ``kind``; return what each showed (the
+    screen while it ran)."""
+    opening = {"type": kind, "screen": True, "rows": 24, "cols": 100}
+    sid = (await call_value(h, agent, "terminal_open", opening))["sessionId"]
     seen = []
     opened = await send(h, agent, sid, text="nvim nvim.txt")
     seen.append(shown(opened))
@@ -179,6 +179,34 @@ async def test_nvim_nano_and_npm_install_keep_their_state_and_home_is_unchanged(
         assert list(Path(store).glob("*/.local/share/nano/search_history"))
     assert tree_hash(user["home"]) == before
     assert not os.path.exists(store)  # discarded with its owner
+
+
+@needs("nvim", "nano", "npm")
+@pytest.mark.parametrize("kind", ["zsh", "fish"])
+async def test_the_home_store_serves_zsh_and_fish_sessions_alike(
+    user: dict[str, Path], kind: str
+) -> None:
+    """The store is the sandbox's, whatever the shell: the same programs, in a session
+    of each other shell, with no complaint and the user's home unchanged."""
+    if shutil.which(kind) is None:
+        pytest.skip(f"{kind} is not installed")
+    before = tree_hash(user["home"])
+    async with Harness(config=config(user)) as h:
+        agent = h.create_agent("dev")
+        for screen in await nvim_and_nano(h, agent, kind):
+            assert not [c for c in COMPLAINTS if c in screen], screen
+        assert (user["ws"] / "nano.txt").read_text() == "written by nano\n"
+        sid = (await call_value(h, agent, "terminal_open", {"type": kind}))["sessionId"]
+        tarball = user["base"] / "dsh-local-pkg-1.0.0.tgz"
+        status = "$status" if kind == "fish" else "$?"
+        out = await run_long(
+            h, agent, sid, f"npm install --no-audit --no-fund {tarball} 2>&1; echo rc={status}"
+        )
+        assert "rc=0" in out and "added 1 package" in out, out
+        assert not [w for w in ("WARN", "ERR", "EROFS", "EACCES") if w in out], out
+        wrote = await send(h, agent, sid, text="touch ~/.cache/pip/x ~/.new; echo done")
+        assert wrote["viewport"] == "done\n", wrote
+    assert tree_hash(user["home"]) == before
 
 
 @needs("nvim", "nano", "npm")
