@@ -1,8 +1,11 @@
 """The shell backends: spawn a shell under the owner's sandbox policy.
 
 :class:`ShellBackend` is the shell-neutral base every shell backend is built from (bash
-here; zsh and fish in their own distributions): the config, the sandbox, the spawn and
-the session are shared, and a :class:`~.shell.ShellPolicy` says what is the shell's own.
+here; zsh and fish in their own distributions): the config, the sandbox, the spawn, the
+session and the login environment (``environment = "login"``, captured once per backend
+by a :class:`~dsh_terminal_core.sandbox.login.LoginCapture`) are shared, and a
+:class:`~.shell.ShellPolicy` says what is the shell's own (how its sessions replay a login
+shell's functions and aliases among it).
 :class:`BashBackend` is that base with bash's policy (type ``shell``).
 """
 
