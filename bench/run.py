@@ -49,6 +49,8 @@ PLAN: list[tuple[str, tuple[str, ...]]] = [
     ("mcp", ("tool",)),
     # SPEC §24: tool-level CPU per echo vs proofs, interleaved in one worker (_cpu_ratio.py)
     ("cpu", ("tool",)),
+    # SPEC §32: echo p50 and CPU per send for bash, zsh and fish, interleaved (shells.py)
+    ("shells", ("service",)),
 ]
 NOTES = [
     "raw: ptyprocess + bash + the same marker protocol, asyncio reader on the master fd, "
@@ -123,6 +125,10 @@ async def _worker(group: str, name: str, owner: str, quick: bool) -> dict[str, A
 
         rounds, batch = (2, 10) if quick else (10, 40)
         return await mcp_transports.run(rounds, batch, warmup=5 if quick else 10)
+    if group == "shells":  # the three shell backends in this one worker, interleaved
+        from shells import run_shells
+
+        return await run_shells(owner, quick)
     if group == "cpu":  # both contenders in this one worker, interleaved
         from _cpu_ratio import run_cpu
 

@@ -3,7 +3,7 @@
 # reused), so it works the same with a distribution's system Python (PEP 668 forbids
 # installing into it) and with any other Python >= 3.11.
 #
-#   ./scripts/install.sh          the four distributions and the MCP extra
+#   ./scripts/install.sh          the distributions (core, bash, zsh, fish, tools, ctx.pty) and the MCP extra
 #   ./scripts/install.sh --test   the same plus the gdb/MI consumer and the test tools,
 #                                 and LangChain's MCP adapters in `.venv-langchain`
 #
@@ -191,9 +191,12 @@ if [ "$mode" = test ]; then
   # man for the overstrike rendering test; nvim, mc, tmux and screen for the readiness
   # tests of threaded and multi-process programs (tests/bash/test_readiness_threaded.py);
   # fzf, whiptail and ncdu for the screen tests of terminal queries, highlights and DEC
-  # line drawing (tests/bash/test_screen_programs.py).
+  # line drawing (tests/bash/test_screen_programs.py); zsh and fish for their backends
+  # (the readiness suites run for each shell, tests/shells); nano and npm for the tests of a
+  # home a confined shell may write to (tests/reliability/test_sandbox_home_programs.py).
   for pair in gdb:gdb gcc:gcc vim:vim less:less top:procps htop:htop man:man-db dialog:dialog tput:ncurses-bin \
-    nvim:neovim mc:mc tmux:tmux screen:screen watch:procps fzf:fzf whiptail:whiptail ncdu:ncdu; do
+    nvim:neovim mc:mc tmux:tmux screen:screen watch:procps fzf:fzf whiptail:whiptail ncdu:ncdu \
+    zsh:zsh fish:fish nano:nano npm:npm; do
     tool=${pair%%:*} package=${pair#*:}
     if ! command -v "$tool" >/dev/null 2>&1; then
       if have_apt && is_root; then
@@ -266,9 +269,9 @@ if [ "$mode" = test ]; then
   fi
   say "done. Run the tests with: .venv/bin/python -m pytest"
 else
-  say "[5/5] installing the four distributions into .venv (pip, ~30 s on first run)"
-  pip_install -e './dsh_terminal_core[mcp]' -e ./dsh_terminal_bash -e ./dsh_tool_terminal \
-    -e ./dsh_pty_session || fail "pip could not install the distributions (see above)"
+  say "[5/5] installing the distributions into .venv (pip, ~30 s on first run)"
+  pip_install -e './dsh_terminal_core[mcp]' -e ./dsh_terminal_bash -e ./dsh_terminal_zsh \
+    -e ./dsh_terminal_fish -e ./dsh_tool_terminal -e ./dsh_pty_session || fail "pip could not install the distributions (see above)"
   web_assets
   say "done. Run the demo with: .venv/bin/dsh-terminal demo"
 fi

@@ -71,14 +71,28 @@ def in_world(config: Mapping[str, Any]) -> dict[str, Any]:
     return config
 
 
+def for_shell(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with its ``terminal-bash`` settings also given to the shell the suite
+    runs now (``terminal-zsh``, ``terminal-fish``), so a test's timings apply to each."""
+    config = dict(config)
+    if shell_type != "shell" and "terminal-bash" in config:
+        config.setdefault(f"terminal-{shell_type}", config["terminal-bash"])
+    return config
+
+
 @contextlib.asynccontextmanager
 async def harness(config: Mapping[str, Any] | None = None) -> AsyncIterator[Harness]:
-    async with Harness(config=in_world(config or full_access())) as h:
+    async with Harness(config=in_world(for_shell(config or full_access()))) as h:
         yield h
 
 
+#: The backend type :func:`open_shell` opens: ``shell`` (bash), or ``zsh`` / ``fish`` while a
+#: suite runs for each shell (the ``each_shell`` fixture of ``tests/shells.py``).
+shell_type = "shell"
+
+
 async def open_shell(h: Harness, agent: Agent, name: str | None = None) -> str:
-    result = await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", name=name))
+    result = await h.ctx.terminals.spawn(agent, SpawnRequest(type=shell_type, name=name))
     return str(result.session_id)
 
 

@@ -16,12 +16,22 @@ from pathlib import Path
 
 import pytest
 
-from dsh_terminal_core.registry import ReadRequest, SendRequest, WaitReason
+from dsh_terminal_core.kernel.agents import Agent
+from dsh_terminal_core.kernel.harness import Harness
+from dsh_terminal_core.registry import ReadRequest, SendRequest, SendResult, WaitReason
 
-from ..helpers import full_access, harness, open_shell, send
+from ..helpers import harness, open_shell, send
+from ..shells import (  # noqa: F401  (every test runs for each shell)
+    each_shell,
+    exit_with,
+    rounds,
+    status_var,
+)
 
 ROUNDS = 50
-SHORT_BUDGET = full_access(**{"terminal-bash": {"timeout_ms": 200}})
+# A short budget for the command that must time out (its own timeoutMs, so a shell's
+# startup keeps the backend's: fish's takes longer than this).
+SHORT_MS = 200
 
 
 def _last_line(viewport: str) -> str:
@@ -29,12 +39,18 @@ def _last_line(viewport: str) -> str:
     return lines[-1] if lines else ""
 
 
+async def _send_within(h: Harness, agent: Agent, sid: str, text: str, ms: int) -> SendResult:
+    op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=text, timeout_ms=ms))
+    result: SendResult = await op.done
+    return result
+
+
 async def _interrupt_then_send(signal: str) -> None:
-    async with harness(SHORT_BUDGET) as h:
+    async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
-            running = await send(h, agent, sid, "sleep 20")
+        for i in range(rounds(ROUNDS)):
+            running = await _send_within(h, agent, sid, "sleep 20", SHORT_MS)
             assert running.wait_reason is WaitReason.TIMEOUT, (i, running)
             await h.ctx.terminals.signal(agent, sid, signal)
             after = await send(h, agent, sid, f"echo after-{i}")
@@ -43,31 +59,36 @@ async def _interrupt_then_send(signal: str) -> None:
             # Nothing of the interrupted command's prompt either: exactly this output.
             assert after.viewport == f"after-{i}\n", (i, after.viewport)
             # The interrupted command's status never leaks into a later send either.
-            status = await send(h, agent, sid, "echo $?")
+            status = await send(h, agent, sid, f"echo {status_var()}")
             assert (status.exit_code, status.viewport) == (0, "0\n"), (i, status)
         # The interrupted prompts went to the scrollback, where they belong.
         page = h.ctx.terminals.read(agent, sid, ReadRequest(offset=1, count=10_000))
-        assert page.text.count("after-") >= ROUNDS
+        assert page.text.count("after-") >= rounds(ROUNDS)
 
 
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_send_right_after_sigint_settles_on_its_own_prompt() -> None:
     await _interrupt_then_send("SIGINT")
 
 
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_send_right_after_sigterm_settles_on_its_own_prompt() -> None:
     await _interrupt_then_send("SIGTERM")
 
 
 @pytest.mark.local_only
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_type_ahead_settles_on_the_prompt_after_the_typed_command(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
     os.mkfifo(gate)
-    async with harness(SHORT_BUDGET) as h:
+    async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             # The running command waits on a gate, not on the terminal, and ends with 7.
-            running = await send(h, agent, sid, f"read -r _ < {gate}; (exit 7)")
+            running = await _send_within(
+                h, agent, sid, f"cat {gate} > /dev/null; {exit_with(7)}", SHORT_MS
+            )
             assert running.wait_reason is WaitReason.TIMEOUT, (i, running)
             op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=f"echo second-{i}"))
             # Open the gate once the typed-ahead line is written (inside start_send when
@@ -84,18 +105,21 @@ async def test_type_ahead_settles_on_the_prompt_after_the_typed_command(tmp_path
             assert _last_line(result.viewport) == f"second-{i}", (i, result.viewport)
 
 
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_multi_line_input_settles_after_its_last_line() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
-            result = await send(h, agent, sid, f"echo one-{i}\n(exit 3)\necho three-{i}; (exit 4)")
+        for i in range(rounds(ROUNDS)):
+            text = f"echo one-{i}\n{exit_with(3)}\necho three-{i}; {exit_with(4)}"
+            result = await send(h, agent, sid, text)
             assert (result.wait_reason, result.exit_code) == (WaitReason.STDIN_READ, 4), (i, result)
             assert _last_line(result.viewport) == f"three-{i}", (i, result.viewport)
             assert re.search(rf"one-{i}\n", result.viewport), result.viewport
 
 
 @pytest.mark.local_only
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_unread_input_and_wake_counter_are_reported_by_the_provider(
     tmp_path: Path,
 ) -> None:
@@ -127,15 +151,16 @@ async def test_unread_input_and_wake_counter_are_reported_by_the_provider(
         assert "queued" not in result.viewport.split("\n"), result.viewport
         after = process.wake_count(shell)
         assert after is not None and after > before
-        check = await send(h, agent, sid, "echo $?")
+        check = await send(h, agent, sid, f"echo {status_var()}")
         assert check.viewport == "0\n"
 
 
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_send_after_sigint_to_the_idle_shell_runs_whole() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
-        for i in range(ROUNDS):
+        for i in range(rounds(ROUNDS)):
             await send(h, agent, sid, f"true {i}")
             # Bash takes a SIGINT that finds it at a prompt printed for an earlier SIGINT
             # only with its next input, and would then drop that input's first byte.

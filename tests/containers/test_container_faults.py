@@ -98,7 +98,7 @@ async def test_a_killed_container_settles_the_send_naming_its_state(images: Imag
             sid = await _open(h, agent)
             op = await _in_flight(h, agent, sid, "sleep 30")
             await asyncio.to_thread(podman, "kill", name)
-            await _gone_saying(h, agent, sid, op, "daemon is gone", "exited", "exit=137")
+            await _gone_saying(h, agent, sid, op, "daemon is gone", "exit=137")
             # The next open says why it cannot, naming the world.
             with pytest.raises(TerminalError) as refused:
                 await _open(h, agent)

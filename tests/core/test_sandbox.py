@@ -395,7 +395,7 @@ def test_default_is_workspace_write_over_cwd(
     service = SandboxPolicyService(SandboxPolicyConfig())
     policy = service.resolve(Agent("a"))
     expected = Policy(SandboxMode.WORKSPACE_WRITE, os.path.realpath(tmp_path))
-    assert attrs.evolve(policy, tmp_dir=None) == expected == service.default
+    assert attrs.evolve(policy, tmp_dir=None, home_dir=None) == expected == service.default
     assert policy.confined and policy.network is NetworkAccess.NONE
 
 

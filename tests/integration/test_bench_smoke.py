@@ -27,6 +27,7 @@ SCENARIOS = {
     "scale": {"tool"},
     "cpu": {"tool"},
     "mcp": {"tool"},
+    "shells": {"service"},
 }
 
 
@@ -84,6 +85,8 @@ def test_quick_benchmark_completes_and_leaves_nothing(tmp_path: Path) -> None:
     cpu = scenarios["cpu"]["tool"]
     assert all(cpu[c]["wrong"] == 0 for c in ("proofs", "tool", "pexpect")), cpu
     assert cpu["pexpect"]["n"] == cpu["tool"]["n"] and cpu["tool_p50_x_pexpect"]["all_sends"] > 0
+    for name, shell in scenarios["shells"]["service"].items():
+        assert shell.get("missing") or set(shell["wait_reasons"]) == {"stdin_read"}, name
     records = scenarios["records"]["tool"]
     assert records["recorded_bytes"] > records["pty_bytes"] and records["audit_lines"] > 0
     for key in ("nproc", "cpu_model", "kernel", "python"):

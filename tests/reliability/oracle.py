@@ -39,12 +39,16 @@ from dsh_terminal_core.registry import SendRequest, SendResult, SpawnRequest, Wa
 __all__ = ["OracleReport", "run_oracle", "without_cut_echo"]
 
 _TOKEN = re.compile(r"\bfg-\d+-\d+\b")
-_BACKGROUND_NOISE = re.compile(r"\bbg-\d+-\d+\b|^\[\d+\][+-]? +Done|^dsh> $")
+# bash's job notice is ``[1]+  Done ...``; zsh's ``[1]  + done ...``; fish's
+# ``fish: Job 1, 'sh -c ...' has ended``.
+_BACKGROUND_NOISE = re.compile(
+    r"\bbg-\d+-\d+\b|^\[\d+\][+-]? +Done|^\[\d+\] +[+-]? *done\b|^fish: Job \d+, |^dsh> $"
+)
 _STDIN = WaitReason.STDIN_READ
 _PROMPT = "dsh> "
 
 
-def without_cut_echo(viewport: str, typed: str) -> str:
+def without_cut_echo(viewport: str, typed: str, *, bare: bool = False) -> str:
     """``viewport`` without the echo of ``typed`` that a cancel cut short.
 
     A cancel that lands while bash is part-way through reading its line flushes the
@@ -52,13 +56,15 @@ def without_cut_echo(viewport: str, typed: str) -> str:
     from its line editor prints ``^C`` right behind it. That echo ends anywhere, even
     inside the line's own token (``echo fg-0-7^C`` of ``echo fg-0-773``), so it is
     taken out before tokens are counted. Only a line that is exactly a prefix of
-    ``typed`` (after the prompt, if the line shows one) followed by ``^C`` is.
+    ``typed`` (after the prompt, if the line shows one) followed by ``^C`` is; with
+    ``bare`` (zsh, whose line editor prints no ``^C``), also a whole line that is one:
+    the output of these commands never starts as their command line does.
     """
     kept = []
     for line in viewport.split("\n"):
         echoed, interrupt, rest = line.partition("^C")
         echoed = echoed.removeprefix(_PROMPT)
-        if interrupt and echoed and typed.startswith(echoed):
+        if echoed and (interrupt or bare) and typed.startswith(echoed):
             line = interrupt + rest
         kept.append(line)
     return "\n".join(kept)
@@ -105,12 +111,20 @@ class _Stream:
     pending: tuple[str, int] | None = None
     # Tokens that may still show up late (interrupted or finished commands).
     stray: set[str] = attrs.field(factory=set)
+    # The shell's line editor echoes a line a cancel cut short without ``^C`` (zsh, fish).
+    bare_cut_echo: bool = False
+    # fish: no ``( ... )`` subshells; a status comes from ``sh -c 'exit N'``.
+    fish: bool = False
     # Also SIGINT the shell itself while it idles at its prompt.
     idle_sigint: bool = False
 
     def token(self) -> str:
         self.serial += 1
         return f"fg-{self.index}-{self.serial}"
+
+    def exit_with(self, code: int) -> str:
+        """A command that leaves ``code`` as the last status, in the shell's syntax."""
+        return f"sh -c 'exit {code}'" if self.fish else f"(exit {code})"
 
     async def send(
         self, text: str, *, submit: bool = True, timeout_ms: int | None = None
@@ -152,7 +166,11 @@ class _Stream:
         if result.wait_reason is _STDIN:
             if result.exit_code is not None and result.exit_code not in codes:
                 problems.append(f"exit code {result.exit_code}, allowed {sorted(codes)}")
-            shown = result.viewport if typed is None else without_cut_echo(result.viewport, typed)
+            shown = (
+                result.viewport
+                if typed is None
+                else without_cut_echo(result.viewport, typed, bare=self.bare_cut_echo)
+            )
             tokens = set(_TOKEN.findall(shown))
             foreign = tokens - allowed - ({own} if own else set())
             if foreign:
@@ -183,7 +201,7 @@ async def _plain(s: _Stream) -> None:
     own, code = s.token(), s.rng.choice((0, 0, 1, 2, 3, 42))
     lines = s.rng.choice((0, 0, 0, 1, 50, 2000))
     text = f"seq 1 {lines} >/dev/null; " if lines > 1000 else (f"seq 1 {lines}; " if lines else "")
-    result = await s.send(f"{text}echo {own}; (exit {code})")
+    result = await s.send(f"{text}echo {own}; {s.exit_with(code)}")
     s.judge(
         "plain",
         result,
@@ -199,7 +217,9 @@ async def _slow(s: _Stream) -> None:
     own, code = s.token(), s.rng.choice((0, 4, 5))
     seconds = s.rng.uniform(0.3, 0.6)
     budget = s.rng.randint(20, 150)
-    result = await s.send(f"sleep {seconds:.3f}; echo {own}; (exit {code})", timeout_ms=budget)
+    result = await s.send(
+        f"sleep {seconds:.3f}; echo {own}; {s.exit_with(code)}", timeout_ms=budget
+    )
     s.judge(
         "timeout",
         result,
@@ -247,7 +267,7 @@ async def _type_ahead(s: _Stream) -> None:
     assert s.pending is not None
     s.stray.add(s.pending[0])
     own, code = s.token(), s.rng.choice((0, 6, 7))
-    result = await s.send(f"echo {own}; (exit {code})")
+    result = await s.send(f"echo {own}; {s.exit_with(code)}")
     s.judge(
         "type-ahead",
         result,
@@ -263,7 +283,7 @@ async def _type_ahead(s: _Stream) -> None:
 async def _cancel(s: _Stream) -> None:
     own, code = s.token(), s.rng.choice((0, 8))
     seconds = s.rng.choice((0, 0.05, 0.2, 5))
-    typed = f"sleep {seconds}; echo {own}; (exit {code})"
+    typed = f"sleep {seconds}; echo {own}; {s.exit_with(code)}"
     request = SendRequest(text=typed)
     op = s.harness.ctx.terminals.start_send(s.agent, s.session_id, request)
     for _ in range(s.rng.randint(0, 4)):
@@ -287,7 +307,8 @@ async def _cancel(s: _Stream) -> None:
 
 
 async def _background(s: _Stream) -> None:
-    result = await s.send(f"(sleep 0.0{s.rng.randint(1, 9)}; echo bg-{s.index}-{s.serial}) &")
+    job = f"sleep 0.0{s.rng.randint(1, 9)}; echo bg-{s.index}-{s.serial}"
+    result = await s.send(f"sh -c '{job}' &" if s.fish else f"({job}) &")
     s.judge("background", result, codes=frozenset({0}), allowed=frozenset(s.stray))
     s.status = frozenset({0})
 
@@ -324,6 +345,7 @@ async def _run_stream(
     report: OracleReport,
     idle_sigint: bool,
     world: list[str] | None = None,
+    shell: str = "shell",
 ) -> None:
     config: dict[str, Any] = {"sandbox-policy": {"mode": "danger-full-access"}}
     if world is not None:
@@ -331,7 +353,7 @@ async def _run_stream(
     async with Harness(config=config) as h:
         agent = h.create_agent(f"oracle-{index}")
         spawned = await h.ctx.terminals.spawn(
-            agent, SpawnRequest(type="shell", world="w" if world is not None else None)
+            agent, SpawnRequest(type=shell, world="w" if world is not None else None)
         )
         stream = _Stream(
             index=index,
@@ -341,6 +363,8 @@ async def _run_stream(
             session_id=spawned.session_id,
             report=report,
             idle_sigint=idle_sigint,
+            bare_cut_echo=shell in ("zsh", "fish"),
+            fish=shell == "fish",
         )
         start = report.operations
         while report.operations - start < operations and len(report.failures) < 50:
@@ -358,18 +382,21 @@ async def run_oracle(
     streams: int = 4,
     idle_sigint: bool = False,
     world: list[str] | None = None,
+    shell: str = "shell",
 ) -> OracleReport:
     """Run ``operations`` settlements over ``streams`` concurrent shells; return the report.
 
     ``idle_sigint`` adds SIGINTs to the shell itself while it idles at its prompt.
     ``world`` is the command of an execution world (SPEC §21) to run the shells in.
+    ``shell`` is the backend type: ``shell`` (bash), ``zsh`` or ``fish`` (whose commands
+    set a status with ``sh -c 'exit N'`` and background ``sh -c '...' &``).
     """
     started = time.monotonic()
     parts = [OracleReport(seed=seed) for _ in range(streams)]
     share = [operations // streams + (1 if i < operations % streams else 0) for i in range(streams)]
     await asyncio.gather(
         *(
-            _run_stream(i, seed, share[i], parts[i], idle_sigint, world)
+            _run_stream(i, seed, share[i], parts[i], idle_sigint, world, shell)
             for i in range(streams)
         )
     )
@@ -392,6 +419,12 @@ def main(argv: list[str] | None = None) -> int:
         "--idle-sigint", action="store_true", help="also SIGINT the shell idle at its prompt"
     )
     parser.add_argument(
+        "--shell",
+        choices=("shell", "zsh", "fish"),
+        default="shell",
+        help="backend type (bash: shell)",
+    )
+    parser.add_argument(
         "--world",
         nargs=argparse.REMAINDER,
         help="run the shells in the execution world this command starts (the rest of argv)",
@@ -404,6 +437,7 @@ def main(argv: list[str] | None = None) -> int:
             streams=args.streams,
             idle_sigint=args.idle_sigint,
             world=args.world or None,
+            shell=args.shell,
         )
     )
     print(json.dumps(report.as_dict(), indent=2))

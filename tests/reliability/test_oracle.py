@@ -64,3 +64,12 @@ def test_the_oracle_counts_a_cut_echo_right_and_a_foreign_token_wrong() -> None:
         "cancel", cancelled("fg-0-41\nsleep 0.2; echo fg-0-7^C\n"), codes=codes, own="fg-0-773"
     )
     assert report.wrong == 1, report.failures
+
+
+def test_zsh_leaves_the_echo_of_a_cut_line_without_a_caret_c() -> None:
+    # zsh's line editor redraws the part it read and prints no ^C: with ``bare`` that
+    # whole line is the echo, and output of another line is still seen.
+    typed = "sleep 0; echo fg-3-130; (exit 8)"
+    assert without_cut_echo("sleep 0; echo fg-3-13\n", typed, bare=True) == "\n"
+    assert without_cut_echo("fg-3-13\n", typed, bare=True) == "fg-3-13\n"
+    assert without_cut_echo("sleep 0; echo fg-3-13\n", typed) == "sleep 0; echo fg-3-13\n"

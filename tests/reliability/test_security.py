@@ -202,10 +202,14 @@ async def test_bwrap_confinement_holds_from_inside_a_live_shell(tmp_path: Path, 
     (workspace / "escape").symlink_to(outside)
     home = Path(os.path.expanduser("~"))
     denied_paths = [Path(f"/usr/dsh-probe-{nonce}"), Path(f"/etc/dsh-probe-{nonce}")]
-    if not any(home.is_relative_to(p) for p in (Path("/tmp"), workspace)):
-        denied_paths.append(home / f".dsh-probe-{nonce}")  # a HOME under /tmp is writable
+    # A HOME under /tmp or the workspace is writable; any other takes new files into the
+    # owner's home store (SPEC §32.3), and keeps the user's own files read-only.
+    home_layered = not any(home.is_relative_to(p) for p in (Path("/tmp"), workspace))
+    users_file = home / f".dsh-users-{nonce}"
+    users_file.write_text("the user's\n")
     host_paths = [
         home / f".dsh-probe-{nonce}",
+        users_file,
         Path(f"/usr/dsh-probe-{nonce}"),
         Path(f"/etc/dsh-probe-{nonce}"),
         Path(f"/tmp/dsh-probe-{nonce}"),
@@ -231,6 +235,11 @@ async def test_bwrap_confinement_holds_from_inside_a_live_shell(tmp_path: Path, 
                 assert denied["exitCode"] != 0 and "Read-only file system" in denied["viewport"], (
                     target
                 )
+            if home_layered:
+                kept = await run(f"echo x >> {users_file}")
+                assert kept["exitCode"] != 0 and "Read-only file system" in kept["viewport"]
+                stored = await run(f"touch ~/.dsh-probe-{nonce} && ls ~/.dsh-probe-{nonce}")
+                assert stored["exitCode"] == 0, stored
             # Root inside the sandbox has no capabilities left: no remounting its way out.
             remount = await run("mount -o remount,rw /usr 2>&1; touch /usr/dsh-probe-" + nonce)
             assert remount["exitCode"] != 0
@@ -247,6 +256,8 @@ async def test_bwrap_confinement_holds_from_inside_a_live_shell(tmp_path: Path, 
 
         for path in denied_paths:
             assert not path.exists(), path
+        assert not (home / f".dsh-probe-{nonce}").exists()  # the owner's store had it
+        assert users_file.read_text() == "the user's\n"
         assert not (outside / "through-link.txt").exists()
         # Both modes: the owner's private /tmp, never the host's.
         assert not Path(f"/tmp/dsh-probe-{nonce}").exists()

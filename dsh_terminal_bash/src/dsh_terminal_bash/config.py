@@ -6,7 +6,7 @@ from typing import Any
 
 import attrs
 
-from dsh_terminal_core.kernel.config import non_empty_str, positive_int, str_list
+from dsh_terminal_core.kernel.config import non_empty_str, optional_str, positive_int, str_list
 
 __all__ = ["BashConfig"]
 
@@ -36,6 +36,14 @@ def _at_least_timeout(inst: BashConfig, attribute: attrs.Attribute[Any], value: 
         raise ValueError(f"max_timeout_ms ({value}) must be >= timeout_ms ({inst.timeout_ms})")
 
 
+ENVIRONMENTS = ("clean", "login")
+
+
+def _environment(_inst: BashConfig, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value not in ENVIRONMENTS:
+        raise ValueError(f"environment must be 'clean' or 'login', got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class BashConfig:
     """Defaults are the production values; tests assert wait reasons with these."""
@@ -58,3 +66,9 @@ class BashConfig:
     timeout_ms: int = attrs.field(default=30000, validator=positive_int)
     max_timeout_ms: int = attrs.field(default=600000, validator=_at_least_timeout)
     dispose_grace_ms: int = attrs.field(default=3000, validator=positive_int)
+    # SPEC §32.1: "clean" starts every session from the harness's own (scrubbed)
+    # environment; "login" adds what the user's login shell ends with, captured once.
+    environment: str = attrs.field(default="clean", validator=_environment)
+    # None: the user's login shell ($SHELL, else the password database), else shell_path.
+    login_shell: str | None = attrs.field(default=None, validator=optional_str)
+    login_timeout_ms: int = attrs.field(default=10000, validator=positive_int)

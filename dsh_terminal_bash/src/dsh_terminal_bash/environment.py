@@ -34,6 +34,9 @@ from __future__ import annotations
 
 import os
 
+from .login import LOGIN_RC, login_arguments
+from .shell import LoginReplay, ShellPolicy
+
 __all__ = [
     "EXIT_MARKER_PREFIX",
     "PROMPT",
@@ -41,7 +44,9 @@ __all__ = [
     "PS1",
     "PYTHON_STARTUP",
     "SHELL_MARKER",
+    "BASH",
     "owner_marker",
+    "session_environment",
     "shell_environment",
 ]
 
@@ -114,10 +119,11 @@ SCREEN_TERM = "xterm-256color"
 LINE_TERM = "dumb"
 
 
-def shell_environment(
+def session_environment(
     owner_id: str, session_id: str, *, private_tmp: bool = False, screen: bool = False
 ) -> dict[str, str]:
-    """Overrides applied on top of the provider's scrubbed environment.
+    """What every shell's session gets on top of the provider's scrubbed environment,
+    whatever the shell: its shell policy's prompt protocol is applied over this.
 
     ``private_tmp``: the shell runs confined, with a /tmp of its own. ``screen``: a
     screen session, whose emulator understands what xterm sends.
@@ -133,8 +139,32 @@ def shell_environment(
         "SYSTEMD_PAGER": "cat",
         **owner_marker(owner_id),
         "DSH_PTY_SESSION_ID": session_id,
-        "DSH_PS1": PS1,
-        "DSH_PROMPT_COMMAND": FIRST_PROMPT_COMMAND,
-        "PS1": PS1,
-        "PROMPT_COMMAND": FIRST_PROMPT_COMMAND,
+    }
+
+
+BASH_PROTOCOL: dict[str, str] = {
+    "DSH_PS1": PS1,
+    "DSH_PROMPT_COMMAND": FIRST_PROMPT_COMMAND,
+    "PS1": PS1,
+    "PROMPT_COMMAND": FIRST_PROMPT_COMMAND,
+}
+
+BASH = ShellPolicy(
+    section="terminal-bash",
+    environment=BASH_PROTOCOL,
+    continuation_prompts=("> ",),
+    login_replay=LoginReplay(dialect="bash", reads=LOGIN_RC, args=login_arguments),
+)
+"""Bash's part of a session: the protocol is ``PS1`` and ``PROMPT_COMMAND`` above; its
+default ``PS2`` is ``> ``; readline draws nothing of its own before a prompt; a bash login
+shell's functions and aliases are replayed by ``loginrc.bash`` (``--rcfile``)."""
+
+
+def shell_environment(
+    owner_id: str, session_id: str, *, private_tmp: bool = False, screen: bool = False
+) -> dict[str, str]:
+    """The bash backend's overrides: :func:`session_environment` and bash's protocol."""
+    return {
+        **session_environment(owner_id, session_id, private_tmp=private_tmp, screen=screen),
+        **BASH_PROTOCOL,
     }

@@ -31,7 +31,7 @@ from dsh_terminal_core.registry.scrollback import Scrollback
 
 from .config import BashConfig
 from .echo import echoed_by, without_echo
-from .environment import PROMPT
+from .environment import BASH, PROMPT
 from .exitstatus import TAIL_BYTES, unfolded
 from .interrupts import CancelEnforcement
 from .keys import encode_keys
@@ -42,14 +42,12 @@ from .queries import LineQueries, Replies
 from .readiness import Readiness, Settlement
 from .sanitizer import Chunk, Sanitizer
 from .screen import ScreenEmulator
+from .shell import OutputFilter, ShellPolicy
 
 __all__ = ["SECRET_SHOWN", "BashSession", "StartupFailed"]
 
 SECRET_SHOWN = "[secret]"
 """What output shows in place of a secret the send in progress typed."""
-
-# Bash's default PS2, behind which it echoes the second and later lines of a send.
-CONTINUATION_PROMPT = "> "
 
 # How long a send that follows a cancelled one waits for it to settle. An interrupted
 # command stops and the prompt returns within milliseconds; a program that ignores
@@ -81,11 +79,14 @@ class BashSession(SessionProbe, CancelEnforcement):
         screen: ScreenEmulator | None = None,
         signals_folded: bool = False,
         size: tuple[int, int] | None = None,
+        shell: ShellPolicy = BASH,
     ) -> None:
         """``signals_folded``: the process's exit status reports a death by signal n as
         exit status 128+n (the shell runs under bubblewrap), so the session tells a
-        death from an ``exit`` by the shell's exit marker (``EXIT_MARKER_PREFIX``)."""
+        death from an ``exit`` by the shell's exit marker (``EXIT_MARKER_PREFIX``).
+        ``shell``: the shell program's own part (continuation prompts, output filter)."""
         self._process = process
+        self._shell = shell
         self._signals_folded = signals_folded
         # The two latest pieces of output, kept by reference: the exit marker is the last
         # thing an exiting shell prints, and may straddle two reads.
@@ -128,6 +129,10 @@ class BashSession(SessionProbe, CancelEnforcement):
         # screen session's emulator answers every query.
         rows, cols = size if size is not None else (config.rows, config.cols)
         self._queries = LineQueries(rows, cols)
+        # What the shell's line editor draws of its own goes before the text is read.
+        self._filter: OutputFilter | None = (
+            shell.output_filter(cols) if shell.output_filter is not None else None
+        )
         self._replies = Replies(process)
         self._exact = process.exact_input_probe
         self._watchers: list[Callable[[], None]] = []
@@ -159,6 +164,11 @@ class BashSession(SessionProbe, CancelEnforcement):
     @property
     def motd(self) -> str:
         return self._motd
+
+    def add_notice(self, text: str) -> None:
+        """Put a line from the harness (the login environment not applied) before what
+        the shell printed at startup, where the first open's result shows it."""
+        self._motd = f"{text}\n{self._motd}" if self._motd else text
 
     def cwd(self) -> str | None:
         pid = self._shell_pgid or self._process.pid
@@ -195,6 +205,8 @@ class BashSession(SessionProbe, CancelEnforcement):
         replies = screen.feed(data) if screen is not None else self._queries.feed(data)
         if replies:
             self._replies.answer(replies, self._shell_pgid)
+        if self._filter is not None:
+            data = self._filter(data)
         self._consume(self._sanitizer.feed(data))
 
     def _consume(self, chunk: Chunk) -> None:
@@ -347,7 +359,7 @@ class BashSession(SessionProbe, CancelEnforcement):
         if request.wait_for is not None:
             typed = request.text.split("\n") if request.text and request.keys is None else ()
             op.matcher = LineMatcher(
-                request.wait_for, echoes=typed, prompts=(PROMPT, CONTINUATION_PROMPT)
+                request.wait_for, echoes=typed, prompts=(PROMPT, *self._shell.continuation_prompts)
             )
         return op
 
@@ -662,6 +674,8 @@ class BashSession(SessionProbe, CancelEnforcement):
         if self._screen is not None:
             self._screen.resize(rows, cols)
         self._queries.resize(rows, cols)
+        if self._shell.output_filter is not None:
+            self._filter = self._shell.output_filter(cols)
         self._process.resize(rows, cols)
         return TerminalSize(rows=rows, cols=cols)
 

@@ -1,4 +1,4 @@
-"""The ``dsh-terminal`` command: ``plugins``, ``demo``, ``mcp``, ``attach``, ``play``, ``audit``."""
+"""The ``dsh-terminal`` command: ``plugins``, ``demo``, ``mcp``, ``env``, ``attach``, ``play``, ``audit``."""
 
 from __future__ import annotations
 
@@ -195,6 +195,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     play.add_argument("file", metavar="FILE", help="an asciicast file of the recording plugin")
     play.add_argument("--audit", metavar="AUDIT", help="an audit log to link to moments")
+    env = commands.add_parser(
+        "env", help="show the login environment a backend captures for its sessions (SPEC §32)"
+    )
+    env.add_argument("--config", help="JSON file with plugin config sections")
+    env.add_argument(
+        "--sandbox",
+        choices=["read-only", "workspace-write", "danger-full-access"],
+        help="the sandbox mode the login shell runs under (env DSH_SANDBOX_MODE)",
+    )
+    env.add_argument("--workspace", help="workspace root (env DSH_WORKSPACE_ROOT; default: cwd)")
+    env.add_argument("--type", dest="kind", metavar="TYPE", help="only this terminal type")
+    env.add_argument(
+        "--values", action="store_true", help="show the variables' values (never a secret's)"
+    )
     audit = commands.add_parser("audit", help="print an audit log (the audit plugin's file)")
     audit.add_argument("file", metavar="FILE", help="the audit log, one JSON line per call")
     audit.add_argument("--agent", metavar="A", help="only calls by agent A")
@@ -230,6 +244,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .play import play as play_recording
 
             return play_recording(args.file, args.audit)
+        if args.command == "env":
+            from .env import env_report
+
+            report, status = asyncio.run(
+                env_report(
+                    args.config, args.sandbox, args.workspace, values=args.values, kind=args.kind
+                )
+            )
+            print(report, file=sys.stdout if status != 2 else sys.stderr)
+            return status
         if args.command == "attach":
             from .attach import attach as attach_to
 

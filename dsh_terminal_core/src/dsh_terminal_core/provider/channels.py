@@ -9,7 +9,9 @@ loop watch the terminal next to their own ``eventfd``, ``timerfd``, ``signalfd``
 ``inotify`` instance or a self-pipe (a pipe or socketpair both of whose ends they hold).
 
 "Holds both ends" is read from ``/proc``: a pipe is the process's own when it also holds
-a descriptor on the same pipe opened for writing; a unix socket is its own when the
+a descriptor on the same pipe opened for writing (a named pipe opened for reading and
+writing at once counts so: fish watches such a one for notices of its universal
+variables, which are never input); a unix socket is its own when the
 socket at the other end (asked of the kernel, :mod:`.unixdiag`) is among its
 descriptors. A listening unix socket with no connection waiting has no other end
 (nvim listens on one for its remote API): nothing can arrive on it until someone
@@ -160,6 +162,9 @@ class ChannelJudge:
                 # A regular file or directory is always ready, so it never holds a wait.
                 st = files.stat(fd)
                 if st is not None and (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                    continue
+                if st is not None and stat.S_ISFIFO(st.st_mode):
+                    pipes.add(link)  # a named pipe: judged as a pipe, by its own ends
                     continue
             return False
         return True

@@ -24,6 +24,7 @@ __all__ = [
     "is_int",
     "no_backend",
     "not_at_secret_prompt",
+    "service_disposing",
     "validate_spawn",
 ]
 
@@ -162,3 +163,11 @@ def no_backend(kind: str, registered: list[str]) -> TerminalError:
             "and restarts the harness"
         )
     return TerminalError(message, "NO_BACKEND")
+
+
+def service_disposing() -> TerminalError:
+    """``SERVICE_DISPOSING``: the registry is shutting down."""
+    return TerminalError(
+        "the terminal service is shutting down; no new sessions can be opened",
+        "SERVICE_DISPOSING",
+    )

@@ -43,6 +43,7 @@ from .checks import (
     is_int,
     no_backend,
     not_at_secret_prompt,
+    service_disposing,
     validate_spawn,
 )
 from .control import HumanControl, HumanGate
@@ -199,6 +200,11 @@ class TerminalSessionService(HumanGate):
         """Return the registered backend types in registration order."""
         return builtins.list(self._backends)
 
+    def backend(self, kind: str) -> TerminalBackend | None:
+        """The backend registered as ``kind`` (for what it offers beyond spawning, such
+        as ``dsh-terminal env``'s login environment); ``None`` when there is none."""
+        return self._backends.get(kind)
+
     def stamp_backends_with(self, stamp: Callable[[], str | None]) -> None:
         """Record, for each backend registered from now on, the plugin ``stamp()`` names.
 
@@ -230,7 +236,7 @@ class TerminalSessionService(HumanGate):
         if cancel is not None:
             cancel.raise_if_cancelled()
         if self._disposing:
-            raise _service_disposing()
+            raise service_disposing()
         if not owner.live:
             raise owner_not_live(owner)
         world = self._world_of(request)
@@ -338,7 +344,7 @@ class TerminalSessionService(HumanGate):
         if cancel is not None and cancel.reason is not None:
             return cancel.reason
         if self._disposing:
-            return _service_disposing()
+            return service_disposing()
         if state.dead or not owner.live:
             return owner_not_live(owner)
         return pending.control.reason
@@ -399,7 +405,7 @@ class TerminalSessionService(HumanGate):
         of the owner's sessions is dropped rather than refused: the session exists.
         """
         if self._disposing:
-            raise _service_disposing()
+            raise service_disposing()
         if not owner.live:
             raise owner_not_live(owner)
         state = self._owners.get(owner)
@@ -714,7 +720,7 @@ class TerminalSessionService(HumanGate):
         self._disposed = asyncio.Event()
         try:
             states = builtins.list(self._owners.values())
-            errors = await self._clean_up(states, _service_disposing(), "terminal service disposed")
+            errors = await self._clean_up(states, service_disposing(), "terminal service disposed")
             for owner, state in builtins.list(self._owners.items()):
                 if state.empty:
                     state.remove_effect()
@@ -761,13 +767,6 @@ class TerminalSessionService(HumanGate):
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-def _service_disposing() -> TerminalError:
-    return TerminalError(
-        "the terminal service is shutting down; no new sessions can be opened",
-        "SERVICE_DISPOSING",
-    )
 
 
 def _as_cleanup_error(session_id: str, exc: BaseException) -> BackendCleanupError:

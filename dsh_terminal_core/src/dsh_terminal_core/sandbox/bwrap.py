@@ -10,6 +10,11 @@ confined :class:`~.policy.Policy` (``read-only`` or ``workspace-write``). What h
   ``/proc`` a fresh procfs of the sandbox's own pid namespace. The shell keeps its PTY
   fds from the host, ``/dev/tty`` still opens the controlling terminal, and bwrap binds
   that terminal at ``/dev/console``, so ``tty`` inside reports ``/dev/console``.
+* **Home** — with the owner's home store (``Policy.home_dir``), ``$HOME`` is that store,
+  writable, holding a symlink to each of the user's entries, which are bound read-only
+  at ``/run/dsh-home/...``; the state directories (caches, editor swap and history
+  places) are the store's own (:mod:`.home`): programs keep their state, the user's
+  files stay untouched. Without one, ``$HOME`` is as read-only as the rest of the tree.
 * **Host IPC endpoints** — a fresh, empty tmpfs over ``/run`` (so ``/var/run`` too,
   where docker's, dbus's and the runtime directory's sockets live) and over the runtime
   directory wherever ``XDG_RUNTIME_DIR`` puts it; the variables that name such
@@ -42,18 +47,22 @@ confined :class:`~.policy.Policy` (``read-only`` or ``workspace-write``). What h
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import pwd
 import shutil
 import stat
 import subprocess
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import attrs
 
 from ..kernel.errors import SandboxUnavailable, TerminalError
 from ..provider.env import SOCKET_VARIABLES
+from .home import HomeLayers
 from .policy import NetworkAccess, Policy, SandboxMode
 
 __all__ = ["BwrapConfig", "BwrapSandbox", "SandboxHealth"]
@@ -102,6 +111,9 @@ def _depth(path: str) -> int:
     return len([part for part in path.split("/") if part])
 
 
+# Where a layered home's real self is bound inside (in the fresh tmpfs over /run).
+_SIDE = "/run/dsh-home"
+
 # Read at each spawn: the name-service files a resolver needs with the host's network.
 _DNS_FILES = ("/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/gai.conf")
 
@@ -126,7 +138,9 @@ def _namespace_arguments(network: NetworkAccess) -> list[str]:
     return [*args, "--cap-drop", "ALL"]
 
 
-def _confinement_arguments(policy: Policy, environ: Mapping[str, str]) -> list[str]:
+def _confinement_arguments(
+    policy: Policy, environ: Mapping[str, str], layers: HomeLayers | None = None
+) -> list[str]:
     """Return the ``bwrap`` options that enforce ``policy`` (a confined one).
 
     Later mounts shadow earlier ones, so every mount is placed after the mounts of its
@@ -146,10 +160,14 @@ def _confinement_arguments(policy: Policy, environ: Mapping[str, str]) -> list[s
             real = os.path.realpath(name)
             if os.path.isfile(real) and any(_within(real, p) for p in (*hidden, "/tmp")):
                 mounts.append((real, ["--ro-bind", real, real]))
+    homes = _home_layers(policy, environ, hidden, layers) if layers is not None else []
+    for _, home_mounts in homes:
+        mounts += home_mounts
     if policy.mode is SandboxMode.WORKSPACE_WRITE:
         mounts.append((root, ["--bind", root, root]))
-    elif any(_within(root, p) for p in (*hidden, "/tmp")):
-        # The tmpfs would hide a workspace there; keep it visible, read-only.
+    elif any(_within(root, p) for p in (*hidden, "/tmp", *(home for home, _ in homes))):
+        # The tmpfs would hide a workspace there, and a layered home would show it at
+        # its side path only; keep it visible at its own, read-only.
         mounts.append((root, ["--ro-bind", root, root]))
     mounts.sort(key=lambda mount: _depth(mount[0]))
     args = ["--ro-bind", "/", "/"]
@@ -164,8 +182,74 @@ def _confinement_arguments(policy: Policy, environ: Mapping[str, str]) -> list[s
     return args
 
 
-def _ensure_private_tmp(path: str) -> None:
-    """Create the owner's private ``/tmp`` (0700), or check the one already made.
+def _home_layers(
+    policy: Policy, environ: Mapping[str, str], hidden: Sequence[str], layers: HomeLayers
+) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    """Each home given the owner's home store, with its mounts.
+
+    Two homes may differ: ``$HOME``, and the password database's, which some programs
+    use instead (nano as root, ssh always); each gets a part of the store of its own
+    and a side path under the fresh ``/run``. None when the policy names no store or
+    there is no fresh ``/run``, and no layering for a home that is writable or hidden
+    anyway (inside a writable workspace, under ``/tmp`` or a hidden IPC directory) or is
+    ``/``. A workspace inside a home keeps its real path: a directory of the store, with
+    the workspace's own bind over it (that bind comes later, being deeper).
+    """
+    store = policy.home_dir
+    if store is None or "/run" not in hidden:
+        return []
+    # Which homes, and their store parts made: decided once per burst of opens.
+    key = (store, environ.get("HOME"), policy.mode, policy.workspace_root, tuple(hidden))
+    homes = cast("dict[str, str] | None", layers.recent(key))
+    if homes is None:
+        homes = _homes(policy, environ, hidden, store)
+        layers.remember(key, homes)
+    root = policy.workspace_root
+    layered = []
+    for home, part in homes.items():
+        keep = [root] if root != home and _within(root, home) else []
+        side = os.path.join(_SIDE, part)
+        path = os.path.join(store, part)
+        layered.append((home, layers.mounts(home, path, side, policy.home_state_dirs, keep)))
+    return layered
+
+
+def _homes(
+    policy: Policy, environ: Mapping[str, str], hidden: Sequence[str], store: str
+) -> dict[str, str]:
+    """The homes to layer, each with its part of the store (made here if missing)."""
+    homes: dict[str, str] = {}  # home -> its part of the store
+    candidates = ((environ.get("HOME", ""), "home"), (_password_home(os.geteuid()), "passwd-home"))
+    for home, part in candidates:
+        if not os.path.isabs(home) or not os.path.isdir(home):
+            continue
+        home = os.path.realpath(home)
+        if home == "/" or home in homes or any(_within(home, p) for p in (*hidden, "/tmp")):
+            continue
+        if policy.mode is SandboxMode.WORKSPACE_WRITE and _within(home, policy.workspace_root):
+            continue
+        homes[home] = part
+    if not homes:
+        return homes
+    _ensure_private_tmp(store, "home store")
+    for part in homes.values():
+        # The store's top is never bound into a sandbox: no shell can plant a link here.
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(os.path.join(store, part), 0o700)
+    return homes
+
+
+@functools.lru_cache(maxsize=4)
+def _password_home(uid: int | None = None) -> str:
+    """The password database's home of ``uid`` (this user); read once, not per shell."""
+    try:
+        return pwd.getpwuid(os.geteuid() if uid is None else uid).pw_dir
+    except KeyError:
+        return ""
+
+
+def _ensure_private_tmp(path: str, what: str = "private /tmp") -> None:
+    """Create the owner's private ``/tmp`` or home store (0700), or check the one made.
 
     The name is unguessable, but it lives in a world-writable directory: anything found
     there that is not a directory of ours, closed to others, is refused rather than used.
@@ -177,12 +261,12 @@ def _ensure_private_tmp(path: str) -> None:
         pass
     except OSError as exc:
         raise SandboxUnavailable(
-            f"cannot create the private /tmp {path!r} for the sandbox ({exc.strerror or exc})"
+            f"cannot create the {what} {path!r} for the sandbox ({exc.strerror or exc})"
         ) from exc
     info = os.lstat(path)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o077:
         raise SandboxUnavailable(
-            f"refusing to use {path!r} as a private /tmp: it is not a directory owned by "
+            f"refusing to use {path!r} as a {what}: it is not a directory owned by "
             "this user and closed to others"
         )
 
@@ -201,6 +285,7 @@ class BwrapSandbox:
         self._executable: str | None = None
         self._reason: str | None = None
         self._refused = False  # bwrap ran, and its trial failed: namespaces not allowed
+        self._layers = HomeLayers()  # the owners' home stores, kept in step with the homes
 
     @property
     def executable(self) -> str | None:
@@ -273,7 +358,8 @@ class BwrapSandbox:
         assert self._executable is not None
         if policy.tmp_dir is not None:
             _ensure_private_tmp(policy.tmp_dir)
-        return [self._executable, *_confinement_arguments(policy, os.environ), "--", *argv]
+        arguments = _confinement_arguments(policy, os.environ, self._layers)
+        return [self._executable, *arguments, "--", *argv]
 
     def _probe(self) -> None:
         with self._lock:

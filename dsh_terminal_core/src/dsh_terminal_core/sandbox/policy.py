@@ -13,7 +13,9 @@ is refused until the owner's sessions are closed.
 The policy also names each owner's private ``/tmp``: a directory on the host, created by
 the sandbox when the owner's first confined shell starts, shared by all of that owner's
 shells (so files handed between them through ``/tmp`` still arrive) and removed when the
-owner is disposed, after its sessions are closed.
+owner is disposed, after its sessions are closed. The owner's home store (where what its
+shells write under ``$HOME`` lands, SPEC §32.3; :mod:`.home`) is named, shared and
+removed the same way.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ import psutil
 
 from ..kernel.agents import Agent
 from ..kernel.errors import TerminalError
+from .home import DEFAULT_STATE_DIRS, check_state_dirs
 
 __all__ = [
     "ActivityProbe",
+    "HomeAccess",
     "NetworkAccess",
     "OwnerActivity",
     "Policy",
@@ -71,9 +75,19 @@ class NetworkAccess(enum.StrEnum):
     HOST = "host"
 
 
+class HomeAccess(enum.StrEnum):
+    """What a confined shell's writes under ``$HOME`` do: land in an owner-private store
+    (the user's files read-only over it), or fail as on the rest of the read-only tree."""
+
+    PRIVATE = "private"
+    READ_ONLY = "read-only"
+
+
 _ALLOWED = ", ".join(repr(m.value) for m in SandboxMode)
 _ALLOWED_NETWORK = ", ".join(repr(n.value) for n in NetworkAccess)
+_ALLOWED_HOME = ", ".join(repr(h.value) for h in HomeAccess)
 _TMP_PREFIX = "dsh-tmp-"
+_HOME_PREFIX = "dsh-home-"
 
 
 def _to_mode(value: SandboxMode | str) -> SandboxMode:
@@ -98,6 +112,18 @@ def _to_network(value: NetworkAccess | str) -> NetworkAccess:
         except ValueError:
             pass
     raise ValueError(f"network must be one of {_ALLOWED_NETWORK}; got {value!r}")
+
+
+def _to_home(value: HomeAccess | str) -> HomeAccess:
+    """Convert a config string to a home setting; ``ValueError`` names the allowed values."""
+    if isinstance(value, HomeAccess):
+        return value
+    if isinstance(value, str):
+        try:
+            return HomeAccess(value)
+        except ValueError:
+            pass
+    raise ValueError(f"home must be one of {_ALLOWED_HOME}; got {value!r}")
 
 
 def _check_absolute(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
@@ -138,6 +164,9 @@ class Policy:
     host's, loopback services included) — a consumer that needs the network (ssh) reads
     it to refuse early and clearly. ``tmp_dir`` is the host directory bound at ``/tmp``
     inside the sandbox; ``None`` gives each shell a fresh, empty ``/tmp`` of its own.
+    ``home_dir`` is the owner's home store, layered under the user's ``$HOME`` with
+    ``home_state_dirs`` writable in it (:mod:`.home`); ``None`` leaves ``$HOME`` as
+    read-only as the rest of the tree.
     """
 
     mode: SandboxMode = attrs.field(converter=_to_mode)
@@ -147,6 +176,12 @@ class Policy:
     )
     tmp_dir: str | None = attrs.field(
         default=None, validator=_check_optional_absolute, kw_only=True
+    )
+    home_dir: str | None = attrs.field(
+        default=None, validator=_check_optional_absolute, kw_only=True
+    )
+    home_state_dirs: tuple[str, ...] = attrs.field(
+        default=DEFAULT_STATE_DIRS, converter=check_state_dirs, kw_only=True
     )
 
     @property
@@ -164,11 +199,18 @@ class SandboxPolicyConfig:
     start; ``None`` means the current directory when the service is created.
     ``network`` is ``"none"`` (confined shells have no network) unless the operator opts
     in to the host's network with ``"host"``; it does not apply to danger-full-access.
+    ``home`` is ``"private"`` (confined shells write under ``$HOME`` into an
+    owner-private store, the user's own files read-only; ``home_state_dirs`` are the
+    store's own, fresh) or ``"read-only"`` (``$HOME`` as read-only as the whole tree).
     """
 
     mode: SandboxMode = attrs.field(default=SandboxMode.WORKSPACE_WRITE, converter=_to_mode)
     workspace_root: str | None = attrs.field(default=None, converter=_to_workspace_root)
     network: NetworkAccess = attrs.field(default=NetworkAccess.NONE, converter=_to_network)
+    home: HomeAccess = attrs.field(default=HomeAccess.PRIVATE, converter=_to_home)
+    home_state_dirs: tuple[str, ...] = attrs.field(
+        default=DEFAULT_STATE_DIRS, converter=check_state_dirs
+    )
 
 
 class SandboxPolicyService:
@@ -193,9 +235,14 @@ class SandboxPolicyService:
         root = config.workspace_root
         if root is None:
             root = os.path.realpath(os.getcwd())
-        self._default = Policy(config.mode, root, network=config.network)
+        self._default = Policy(
+            config.mode, root, network=config.network, home_state_dirs=config.home_state_dirs
+        )
+        self._private_home = config.home is HomeAccess.PRIVATE
         self._overrides: weakref.WeakKeyDictionary[Agent, SandboxMode] = weakref.WeakKeyDictionary()
-        self._tmp_dirs: weakref.WeakKeyDictionary[Agent, str] = weakref.WeakKeyDictionary()
+        self._tmp_dirs: weakref.WeakKeyDictionary[Agent, tuple[str, str | None]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._swept = False
         # "Does this owner have open or in-flight sessions?" The plugin container wires
         # it to ctx.terminals; without it the fence has nothing to consult.
@@ -209,9 +256,10 @@ class SandboxPolicyService:
     def resolve(self, owner: Agent) -> Policy:
         """Return ``owner``'s effective policy: its override, else the deployment default.
 
-        A confined policy carries the owner's private ``/tmp`` path while the owner is
-        live; an owner already being disposed gets none (its shells, if any were still
-        started, would get a throwaway ``/tmp`` each).
+        A confined policy carries the owner's private ``/tmp`` path (and, with ``home =
+        "private"``, its home store) while the owner is live; an owner already being
+        disposed gets none (its shells, if any were still started, would get a throwaway
+        ``/tmp`` each and a read-only ``$HOME``).
         """
         mode = self._overrides.get(owner, self._default.mode)
         # Policies are frozen: an owner on the default mode shares the default itself.
@@ -220,19 +268,27 @@ class SandboxPolicyService:
             policy = attrs.evolve(policy, mode=mode)
         if not policy.confined:
             return policy
-        return attrs.evolve(policy, tmp_dir=self._tmp_dir(owner))
+        private = self._private_dirs(owner)
+        if private is None:
+            return policy
+        return attrs.evolve(policy, tmp_dir=private[0], home_dir=private[1])
 
-    def _tmp_dir(self, owner: Agent) -> str | None:
-        path = self._tmp_dirs.get(owner)
-        if path is not None or not owner.live:
-            return path
+    def _private_dirs(self, owner: Agent) -> tuple[str, str | None] | None:
+        """The owner's private ``/tmp`` and home store (host paths the sandbox creates)."""
+        paths = self._tmp_dirs.get(owner)
+        if paths is not None or not owner.live:
+            return paths
         if not self._swept:
             self._swept = True
             sweep_orphaned_tmp_dirs()
-        path = os.path.join(tempfile.gettempdir(), f"{_host_tag()}-{secrets.token_hex(12)}")
-        owner.on_dispose(lambda: _remove_tmp_dir(path), late=True)
-        self._tmp_dirs[owner] = path
-        return path
+        token = secrets.token_hex(12)
+        tmp = os.path.join(tempfile.gettempdir(), f"{_host_tag()}-{token}")
+        home = None
+        if self._private_home:
+            home = os.path.join(tempfile.gettempdir(), f"{_host_tag(_HOME_PREFIX)}-{token}")
+        owner.on_dispose(lambda: _remove_private_dirs(tmp, home), late=True)
+        self._tmp_dirs[owner] = paths = (tmp, home)
+        return paths
 
     def set_mode(self, owner: Agent, mode: SandboxMode | str) -> Policy:
         """Override ``owner``'s mode and return its new effective policy.
@@ -269,6 +325,12 @@ class SandboxPolicyService:
         self._overrides.pop(owner, None)
 
 
+def _remove_private_dirs(tmp: str, home: str | None) -> None:
+    _remove_tmp_dir(tmp)
+    if home is not None:
+        _remove_tmp_dir(home)
+
+
 def _remove_tmp_dir(path: str) -> None:
     """Remove an owner's private ``/tmp`` and all it holds; nothing to do if never created.
 
@@ -291,13 +353,14 @@ def _start_tag(create_time: float) -> str:
     return str(round(create_time * 100))
 
 
-def _host_tag() -> str:
+def _host_tag(prefix: str = _TMP_PREFIX) -> str:
     """``dsh-tmp-<pid>-<start>``: names this process by an identity pid reuse cannot fake."""
-    return f"{_TMP_PREFIX}{os.getpid()}-{_start_tag(psutil.Process().create_time())}"
+    return f"{prefix}{os.getpid()}-{_start_tag(psutil.Process().create_time())}"
 
 
 def sweep_orphaned_tmp_dirs(directory: str | None = None) -> list[str]:
-    """Remove private ``/tmp`` directories whose host process no longer runs; return them.
+    """Remove private ``/tmp`` directories and home stores whose host process no longer
+    runs; return them.
 
     Only this user's directories named by :func:`_host_tag` are considered, and one is
     removed only when no process with its pid and start time exists, so a live host's
@@ -310,9 +373,10 @@ def sweep_orphaned_tmp_dirs(directory: str | None = None) -> list[str]:
     except OSError:
         return removed
     for name in names:
-        if not name.startswith(_TMP_PREFIX):
+        prefix = next((p for p in (_TMP_PREFIX, _HOME_PREFIX) if name.startswith(p)), None)
+        if prefix is None:
             continue
-        parts = name[len(_TMP_PREFIX) :].split("-")
+        parts = name[len(prefix) :].split("-")
         if len(parts) != 3 or not (parts[0].isdigit() and parts[1].isdigit()):
             continue
         path = os.path.join(directory, name)

@@ -17,6 +17,10 @@ from .session import WorldSession
 
 __all__ = ["WorldBackend", "session_from_row"]
 
+# The types a world's shell backends register (bash, zsh, fish): interactive shells,
+# which run ``export NAME=value`` lines.
+_SHELL_TYPES = frozenset({"shell", "zsh", "fish"})
+
 
 class WorldBackend:
     """``type`` in world ``world``; ``link`` gives the live link (connecting if needed)."""
@@ -44,7 +48,7 @@ class WorldBackend:
 
     @property
     def exports_env(self) -> bool:
-        return self._type == "shell"
+        return self._type in _SHELL_TYPES
 
     async def spawn(self, context: BackendSpawnContext) -> WorldSession:
         link = await self._link()

@@ -61,6 +61,10 @@ TTY_REFUSED = (
 )
 
 
+#: Shell backends loaded as well where they are installed in the world (each is a
+#: distribution of its own beside the bash backend): ``type: "zsh"`` / ``"fish"`` there.
+WORLD_SHELLS = ("terminal-zsh", "terminal-fish")
+
 #: Loaded as well when the world's config has their section: recording the sessions
 #: where they run (SPEC §23 in every world), by the world's operator.
 WORLD_OPTIONAL_PLUGINS = ("recording",)
@@ -70,7 +74,11 @@ def world_plugins(config: Mapping[str, Any] | None = None) -> list[object]:
     """The world's plugin modules, found by entry-point name (the bash backend is its own
     distribution, so it is never imported by name from here)."""
     found = {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    wanted = [*WORLD_PLUGINS, *(n for n in WORLD_OPTIONAL_PLUGINS if n in (config or {}))]
+    wanted = [
+        *WORLD_PLUGINS,
+        *(name for name in WORLD_SHELLS if name in found),
+        *(name for name in WORLD_OPTIONAL_PLUGINS if name in (config or {})),
+    ]
     missing = [name for name in wanted if name not in found]
     if missing:
         raise ConfigFileError(

@@ -1,0 +1,102 @@
+"""fish's part of a session: the prompt protocol through ``-C`` and a ``fish_prompt`` event.
+
+fish takes the protocol on its command line (``--no-config`` keeps every config file
+out, the user's and the system's; ``-C`` runs :data:`INIT` before the first prompt), so
+no file is needed, confined or not.
+
+fish draws its prompt once per prompt and *repaints* that same text, with the command
+line behind it, as input arrives: a marker inside ``fish_prompt`` would come back with
+every repaint. So the marker is printed by a handler of the ``fish_prompt`` event, which
+fish fires once before each new prompt, with ``$status`` still the last command's. The
+handler also re-asserts ``fish_prompt`` (and empties the right and mode prompts), so a
+``function fish_prompt ...`` of a command never survives to the next prompt; the prompt
+function re-installs the handler if a command erased it. The EXIT marker is printed by a
+``fish_exit`` handler.
+
+A Ctrl-C brings no new prompt event in fish: at an empty command line fish does nothing,
+and a partial one is cleared and redrawn. So a ``SIGINT`` handler prints the marker and
+the prompt for an empty line, and a ``fish_cancel`` handler the marker before fish redraws
+a partial one; the marker says 130 (bash's ``$?`` after a Ctrl-C) until the next command
+runs (``fish_preexec``). fish's own ``$status`` is left as it was.
+
+With ``environment = "login"`` the functions (aliases among them) a fish login shell
+ended with ride in ``DSH_LOGIN_DEFINITIONS_<n>`` variables (:mod:`dsh_terminal_bash.login`);
+:data:`LOGIN_REPLAY`, run by ``-C`` after the protocol, sources them and erases the
+variables, so nothing the session runs inherits them.
+
+History is kept in memory only (``fish_history`` empty); the greeting and
+autosuggestions are off.
+
+A nested ``fish`` reads the user's config and draws its own prompt: it settles through
+the exact stdin-wait tier, without an exit code.
+"""
+
+from __future__ import annotations
+
+from dsh_terminal_bash import PROMPT, LoginReplay, ShellPolicy
+
+from .abandon import AbandonedLines
+
+__all__ = ["FISH", "INIT", "LOGIN_REPLAY"]
+
+INIT = (
+    "set -g fish_greeting ''\n"
+    "set -g fish_history ''\n"
+    "set -g fish_autosuggestion_enabled 0\n"
+    "function __dsh_prompt\n"
+    "    functions -q __dsh_on_prompt; or printf '%s\\n' $__dsh_init | source\n"
+    f"    printf '%s' '{PROMPT}'\n"
+    "end\n"
+    "function __dsh_on_prompt --on-event fish_prompt\n"
+    "    set -l code $status\n"
+    "    set -q __dsh_int[1]; and set code 130\n"
+    "    printf '\\e]133;D;%s\\a' $code\n"
+    "    functions -e fish_prompt fish_right_prompt fish_mode_prompt\n"
+    "    functions -c __dsh_prompt fish_prompt\n"
+    "end\n"
+    "function __dsh_int --on-signal SIGINT\n"
+    "    set -g __dsh_int 1\n"
+    f"    test -z (commandline); and printf '\\e]133;D;130\\a%s' '{PROMPT}'\n"
+    "end\n"
+    "function __dsh_cancel --on-event fish_cancel\n"
+    "    printf '\\e]133;D;130\\a'\n"
+    "end\n"
+    "function __dsh_run --on-event fish_preexec\n"
+    "    set -e __dsh_int\n"
+    "end\n"
+    "function __dsh_exit --on-event fish_exit\n"
+    "    printf '\\e]133;E;%s\\a' $status\n"
+    "end\n"
+)
+"""Run by ``-C`` before the first prompt; kept in ``__dsh_init`` for the prompt to heal."""
+
+
+LOGIN_REPLAY = (
+    "if set -q DSH_LOGIN_DEFINITIONS_0\n"
+    "    set -l __dsh_definitions\n"
+    "    set -l __dsh_n 0\n"
+    "    while set -q DSH_LOGIN_DEFINITIONS_$__dsh_n\n"
+    "        set -l __dsh_name DSH_LOGIN_DEFINITIONS_$__dsh_n\n"
+    "        set -a __dsh_definitions $$__dsh_name\n"
+    "        set -e $__dsh_name\n"
+    "        set __dsh_n (math $__dsh_n + 1)\n"
+    "    end\n"
+    "    string join '' -- $__dsh_definitions | source\n"
+    "end\n"
+)
+"""Run by ``-C`` after :data:`INIT`; does nothing unless the session carries definitions."""
+
+
+def _quoted(text: str) -> str:
+    """``text`` as one fish single-quoted word (only ``\\`` and ``'`` are escaped there)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+FISH = ShellPolicy(
+    section="terminal-fish",
+    environment={},
+    protocol_args=("-C", f"set -g __dsh_init {_quoted(INIT)}\n{INIT}{LOGIN_REPLAY}"),
+    continuation_prompts=(),
+    output_filter=AbandonedLines,
+    login_replay=LoginReplay(dialect="fish"),
+)
