@@ -1,10 +1,13 @@
-"""Suite-wide guards: every test proves it left no process and no terminal fd behind."""
+"""Suite-wide guards: every test proves it left no process and no terminal fd behind, and
+the host's ``/tmp`` as shared as it found it."""
 
 from __future__ import annotations
 
 import contextlib
 import gc
 import os
+import stat
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -87,6 +90,42 @@ def no_leaks() -> Iterator[None]:
     assert not new_children, f"test left child processes running: {sorted(new_children)}"
     assert not new_shells, f"test left DSH shells running: {sorted(new_shells)}"
     assert not new_fds, f"test left terminal fds open: {sorted(new_fds)}"
+
+
+SHARED_TMP = tempfile.gettempdir()
+#: What a shared temporary directory's mode is: everyone may create, only owners delete.
+SHARED_TMP_MODE = 0o1777
+_last_kept: list[str] = ["the start of the run"]
+
+
+def _tmp_mode_kept(during: str) -> None:
+    """Fail, naming ``during``, if ``/tmp``'s mode is not 1777 any more; put it back first.
+
+    A ``/tmp`` closed to others (once seen as ``drwx------`` after a whole run) fails every
+    later test that runs a sandbox or another user's process there, far from the cause;
+    restoring it keeps the rest of the run meaningful.
+    """
+    mode = stat.S_IMODE(os.stat(SHARED_TMP).st_mode)
+    if mode == SHARED_TMP_MODE:
+        return
+    try:
+        os.chmod(SHARED_TMP, SHARED_TMP_MODE)
+        restored = f"restored to {SHARED_TMP_MODE:o}"
+    except OSError as exc:
+        restored = f"NOT restored ({exc.strerror}): later tests may fail for it"
+    pytest.fail(f"{SHARED_TMP} became mode {mode:o} {during}; {restored}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def shared_tmp_kept(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test during which ``/tmp`` stopped being mode 1777 (one ``stat`` on each
+    side); a change between tests (a wider fixture's teardown) is named at the next."""
+    _tmp_mode_kept(f"after {_last_kept[0]}, before {request.node.nodeid} started")
+    yield
+    try:
+        _tmp_mode_kept(f"during {request.node.nodeid}")
+    finally:
+        _last_kept[0] = request.node.nodeid
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

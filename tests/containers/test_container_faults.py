@@ -10,10 +10,13 @@ within the heartbeat bound, never after its whole budget (60 s here).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import attrs
 import pytest
 
 from dsh_terminal_core.kernel.agents import Agent
@@ -43,80 +46,109 @@ def _config(name: str, **extra: Any) -> dict[str, Any]:
     return {"worlds": {"worlds": {"box": entry}, "default": "box"}}
 
 
-async def _open(h: Harness, agent: Agent) -> str:
-    return (await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell"))).session_id
+@attrs.frozen
+class _World:
+    """A harness whose default world ``box`` is the container ``name``, and its agent."""
+
+    name: str
+    h: Harness
+    agent: Agent
+
+    async def open(self) -> str:
+        spawned = await self.h.ctx.terminals.spawn(self.agent, SpawnRequest(type="shell"))
+        sid: str = spawned.session_id
+        return sid
+
+    async def in_flight(self, sid: str, text: str) -> Any:
+        """A send the world's shell has read (its echo is back): the fault may come now."""
+        terminals = self.h.ctx.terminals
+        op = terminals.start_send(self.agent, sid, SendRequest(text=text, timeout_ms=BUDGET_MS))
+        first = text.split()[0]
+        while first not in terminals.read(self.agent, sid, ReadRequest(offset=1)).text:
+            await asyncio.sleep(0.01)
+        return op
+
+    async def answers(self, sid: str, word: str = "alive") -> None:
+        """``sid``'s shell still runs a command: ``echo word`` settles at the prompt."""
+        send = SendRequest(text=f"echo {word}")
+        done = await self.h.ctx.terminals.start_send(self.agent, sid, send).done
+        assert done.wait_reason is WaitReason.STDIN_READ and done.viewport.strip() == word
+
+    async def gone_saying(self, sid: str, op: Any, *words: str) -> None:
+        """The send settles ``session_exit`` within the bound; the session reads gone and
+        a later send is refused with the reason, which names what happened."""
+        started = time.monotonic()
+        result = await asyncio.wait_for(op.done, BOUND_S + 5)
+        assert time.monotonic() - started < BOUND_S
+        assert result.wait_reason is WaitReason.SESSION_EXIT
+        [row] = self.h.ctx.terminals.list(self.agent)
+        assert row.status.kind == "exited"
+        with pytest.raises(TerminalError) as refused:
+            self.h.ctx.terminals.start_send(self.agent, sid, SendRequest(text="echo again"))
+        assert refused.value.code == "SESSION_EXITED"
+        assert "world 'box'" in refused.value.message
+        for said in words:
+            assert said in refused.value.message, refused.value.message
 
 
-async def _in_flight(h: Harness, agent: Agent, sid: str, text: str) -> Any:
-    """A send the world's shell has read (its echo is back): the fault may come now."""
-    op = h.ctx.terminals.start_send(agent, sid, SendRequest(text=text, timeout_ms=BUDGET_MS))
-    first = text.split()[0]
-    while first not in h.ctx.terminals.read(agent, sid, ReadRequest(offset=1)).text:
-        await asyncio.sleep(0.01)
-    return op
+@contextlib.contextmanager
+def _daemon(images: Images, *options: str) -> Iterator[str]:
+    """A workload container (``options`` for ``podman run``) whose daemon listens."""
+    with container(images.workload, *options) as name:
+        wait_for_daemon(name)
+        yield name
 
 
-async def _gone_saying(h: Harness, agent: Agent, sid: str, op: Any, *words: str) -> None:
-    """The send settles ``session_exit`` within the bound; the session reads gone and a
-    later send is refused with the reason, which names what happened."""
-    started = time.monotonic()
-    result = await asyncio.wait_for(op.done, BOUND_S + 5)
-    assert time.monotonic() - started < BOUND_S
-    assert result.wait_reason is WaitReason.SESSION_EXIT
-    [row] = h.ctx.terminals.list(agent)
-    assert row.status.kind == "exited"
-    with pytest.raises(TerminalError) as refused:
-        h.ctx.terminals.start_send(agent, sid, SendRequest(text="echo again"))
-    assert refused.value.code == "SESSION_EXITED"
-    assert "world 'box'" in refused.value.message
-    for said in words:
-        assert said in refused.value.message, refused.value.message
+@contextlib.asynccontextmanager
+async def _harness(name: str) -> AsyncIterator[_World]:
+    """A harness on the daemon in ``name``, with one agent, disposed when the test is done."""
+    async with Harness(config=_config(name)) as h:
+        world = _World(name, h, h.create_agent("agent-1"))
+        yield world
+        await world.agent.dispose()
+
+
+@contextlib.asynccontextmanager
+async def _world(images: Images, *options: str) -> AsyncIterator[_World]:
+    """:func:`_harness` on a :func:`_daemon`: the container removed at the end."""
+    with _daemon(images, *options) as name:
+        async with _harness(name) as world:
+            yield world
 
 
 async def test_a_stopped_container_settles_the_send_saying_the_daemon_stopped(
     images: Images,
 ) -> None:
-    with container(images.workload) as name:
-        wait_for_daemon(name)
-        async with Harness(config=_config(name)) as h:
-            agent = h.create_agent("agent-1")
-            sid = await _open(h, agent)
-            op = await _in_flight(h, agent, sid, "sleep 30")
-            stopping = asyncio.create_task(asyncio.to_thread(podman, "stop", "-t", "20", name))
-            await _gone_saying(h, agent, sid, op, "stopping (SIGTERM)")
-            await stopping
-            await agent.dispose()
+    async with _world(images) as w:
+        sid = await w.open()
+        op = await w.in_flight(sid, "sleep 30")
+        stopping = asyncio.create_task(asyncio.to_thread(podman, "stop", "-t", "20", w.name))
+        await w.gone_saying(sid, op, "stopping (SIGTERM)")
+        await stopping
         # The daemon closed its sessions, then exited 0.
-        assert podman("inspect", "--format", "{{.State.ExitCode}}", name) == "0"
+        assert podman("inspect", "--format", "{{.State.ExitCode}}", w.name) == "0"
 
 
 async def test_a_killed_container_settles_the_send_naming_its_state(images: Images) -> None:
-    with container(images.workload) as name:
-        wait_for_daemon(name)
-        async with Harness(config=_config(name)) as h:
-            agent = h.create_agent("agent-1")
-            sid = await _open(h, agent)
-            op = await _in_flight(h, agent, sid, "sleep 30")
-            await asyncio.to_thread(podman, "kill", name)
-            await _gone_saying(h, agent, sid, op, "daemon is gone", "exit=137")
-            # The next open says why it cannot, naming the world.
-            with pytest.raises(TerminalError) as refused:
-                await _open(h, agent)
-            assert refused.value.code == "WORLD_UNAVAILABLE" and "'box'" in refused.value.message
-            await agent.dispose()
+    async with _world(images) as w:
+        sid = await w.open()
+        op = await w.in_flight(sid, "sleep 30")
+        await asyncio.to_thread(podman, "kill", w.name)
+        await w.gone_saying(sid, op, "daemon is gone", "exit=137")
+        # The next open says why it cannot, naming the world.
+        with pytest.raises(TerminalError) as refused:
+            await w.open()
+        assert refused.value.code == "WORLD_UNAVAILABLE" and "'box'" in refused.value.message
 
 
 async def test_a_paused_container_is_found_by_the_heartbeat_and_named(images: Images) -> None:
-    with container(images.workload) as name:
-        wait_for_daemon(name)
+    with _daemon(images) as name:
         try:
-            async with Harness(config=_config(name)) as h:
-                agent = h.create_agent("agent-1")
-                sid = await _open(h, agent)
-                op = await _in_flight(h, agent, sid, "sleep 30")
+            async with _harness(name) as w:
+                sid = await w.open()
+                op = await w.in_flight(sid, "sleep 30")
                 await asyncio.to_thread(podman, "pause", name)
-                await _gone_saying(h, agent, sid, op, "paused")
-                await agent.dispose()
+                await w.gone_saying(sid, op, "paused")
         finally:
             podman("unpause", name, check=False)
 
@@ -124,25 +156,18 @@ async def test_a_paused_container_is_found_by_the_heartbeat_and_named(images: Im
 async def test_a_restarted_container_reports_its_sessions_gone_and_opens_afresh(
     images: Images,
 ) -> None:
-    with container(images.workload) as name:
-        wait_for_daemon(name)
-        async with Harness(config=_config(name)) as h:
-            agent = h.create_agent("agent-1")
-            sid = await _open(h, agent)
-            first = h.ctx.worlds.world_id("box")
-            op = await _in_flight(h, agent, sid, "sleep 30")
-            restarting = asyncio.create_task(
-                asyncio.to_thread(podman, "restart", "-t", "20", name)
-            )
-            await _gone_saying(h, agent, sid, op, "stopping (SIGTERM)")
-            await restarting
-            wait_for_daemon(name)
-            # A new daemon, a new worldId: a fresh session, never the old one replaced.
-            fresh = await _open(h, agent)
-            assert fresh != sid and h.ctx.worlds.world_id("box") != first
-            done = await h.ctx.terminals.start_send(agent, fresh, SendRequest(text="echo up")).done
-            assert done.wait_reason is WaitReason.STDIN_READ and done.viewport.strip() == "up"
-            await agent.dispose()
+    async with _world(images) as w:
+        sid = await w.open()
+        first = w.h.ctx.worlds.world_id("box")
+        op = await w.in_flight(sid, "sleep 30")
+        restarting = asyncio.create_task(asyncio.to_thread(podman, "restart", "-t", "20", w.name))
+        await w.gone_saying(sid, op, "stopping (SIGTERM)")
+        await restarting
+        wait_for_daemon(w.name)
+        # A new daemon, a new worldId: a fresh session, never the old one replaced.
+        fresh = await w.open()
+        assert fresh != sid and w.h.ctx.worlds.world_id("box") != first
+        await w.answers(fresh, "up")
 
 
 #: Touches every page it takes (bytes filled, not calloc'ed zeros), until the OOM killer.
@@ -154,43 +179,32 @@ _FORKS = (
 )
 
 
+async def _at_a_limit(w: _World, command: str) -> tuple[str, str, Any]:
+    """A quiet session beside one running ``command`` until it settles:
+    ``(quiet, the other, its result)``."""
+    quiet = await w.open()
+    sid = await w.open()
+    op = await w.in_flight(sid, command)
+    return quiet, sid, await asyncio.wait_for(op.done, BOUND_S + 30)
+
+
 async def test_an_oom_kill_under_memory_settles_the_send_and_the_world_lives(
     images: Images,
 ) -> None:
-    with container(images.workload, "--memory", "128m", "--memory-swap", "128m") as name:
-        wait_for_daemon(name)
-        async with Harness(config=_config(name)) as h:
-            agent = h.create_agent("agent-1")
-            quiet = await _open(h, agent)
-            sid = await _open(h, agent)
-            op = await _in_flight(h, agent, sid, _HOG)
-            result = await asyncio.wait_for(op.done, BOUND_S + 30)
-            # Its own outcome: the kernel's OOM killer took the hog (SIGKILL, 137).
-            assert result.wait_reason is WaitReason.STDIN_READ and result.exit_code == 137
-            for session in (sid, quiet):
-                done = await h.ctx.terminals.start_send(
-                    agent, session, SendRequest(text="echo alive")
-                ).done
-                assert done.viewport.strip() == "alive"
-            await agent.dispose()
+    async with _world(images, "--memory", "128m", "--memory-swap", "128m") as w:
+        quiet, sid, result = await _at_a_limit(w, _HOG)
+        # Its own outcome: the kernel's OOM killer took the hog (SIGKILL, 137).
+        assert result.wait_reason is WaitReason.STDIN_READ and result.exit_code == 137
+        for session in (sid, quiet):
+            await w.answers(session)
 
 
 async def test_the_pids_limit_hit_settles_the_send_and_the_world_lives(images: Images) -> None:
-    with container(images.workload, "--pids-limit", "64") as name:
-        wait_for_daemon(name)
-        async with Harness(config=_config(name)) as h:
-            agent = h.create_agent("agent-1")
-            quiet = await _open(h, agent)
-            sid = await _open(h, agent)
-            op = await _in_flight(h, agent, sid, _FORKS)
-            result = await asyncio.wait_for(op.done, BOUND_S + 30)
-            # Its own outcome: fork refused (EAGAIN) at the limit, the program's exit 1.
-            assert result.wait_reason is WaitReason.STDIN_READ and result.exit_code == 1
-            assert "Resource temporarily unavailable" in result.viewport
-            # The world still answers at the limit (a builtin needs no fork; the readiness
-            # ladder reads /proc and forks nothing).
-            done = await h.ctx.terminals.start_send(
-                agent, quiet, SendRequest(text="echo alive")
-            ).done
-            assert done.wait_reason is WaitReason.STDIN_READ and done.viewport.strip() == "alive"
-            await agent.dispose()
+    async with _world(images, "--pids-limit", "64") as w:
+        quiet, _, result = await _at_a_limit(w, _FORKS)
+        # Its own outcome: fork refused (EAGAIN) at the limit, the program's exit 1.
+        assert result.wait_reason is WaitReason.STDIN_READ and result.exit_code == 1
+        assert "Resource temporarily unavailable" in result.viewport
+        # The world still answers at the limit (a builtin needs no fork; the readiness
+        # ladder reads /proc and forks nothing).
+        await w.answers(quiet)

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -608,3 +609,38 @@ def test_the_owner_tmp_name_carries_its_hosts_identity(tmp_path: Path) -> None:
     me = psutil.Process()
     assert path is not None
     assert os.path.basename(path).startswith(f"dsh-tmp-{me.pid}-{round(me.create_time() * 100)}-")
+
+
+def test_sweeping_a_private_tmp_leaves_the_shared_directory_it_is_in_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """A private ``/tmp`` whose own removal fails (here a mount point, EBUSY; a sweep
+    racing another gets ENOENT) once made the retry chmod its parent, the host's
+    ``/tmp``, to 0700 — silently, as the sweep goes on past what it cannot remove."""
+    from dsh_terminal_core.sandbox.policy import sweep_orphaned_tmp_dirs
+
+    with subprocess.Popen(["true"]) as gone_host:
+        dead = psutil.Process(gone_host.pid).create_time()
+        gone_host.wait()
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    orphan = shared / f"dsh-tmp-{gone_host.pid}-{round(dead * 100)}-{'a' * 24}"
+    orphan.mkdir(mode=0o700)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=700", "tmpfs", str(orphan)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip() or 'not root'}")
+    try:
+        (orphan / "deep").mkdir()
+        (orphan / "deep" / "left").write_text("x")
+        (orphan / "deep").chmod(0o500)
+        assert sweep_orphaned_tmp_dirs(str(shared)) == []  # the mount point stays
+        assert not (orphan / "deep").exists()  # what it held went
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    finally:
+        subprocess.run(["umount", str(orphan)], capture_output=True, check=False)

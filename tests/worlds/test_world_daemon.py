@@ -154,6 +154,24 @@ async def test_the_socket_is_private_to_its_user(daemon: Path) -> None:
     assert stat.S_IMODE(os.stat(daemon.parent).st_mode) == 0o700
 
 
+def test_a_socket_in_a_shared_sticky_directory_leaves_the_directory_shared(
+    tmp_path: Path,
+) -> None:
+    """``--socket /tmp/world.sock`` once made ``/tmp`` itself 0700, closed to every other
+    user; a directory the daemon does not own alone (sticky) keeps its mode."""
+    from dsh_terminal_core.worlds.serve import _listen
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    listener = _listen(str(shared / "world.sock"))
+    try:
+        assert stat.S_IMODE(os.stat(shared / "world.sock").st_mode) == 0o600
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+    finally:
+        listener.close()
+
+
 @pytest.mark.parametrize("round_", range(2))
 async def test_a_killed_harness_sessions_come_back_to_one_with_its_key(
     daemon: Path, round_: int

@@ -1,7 +1,8 @@
 """dsh-terminal bash backend: controlled prompt, readiness ladder, scrollback.
 
 Also the shell-neutral base the zsh and fish backends are built from:
-:class:`ShellBackend`, :class:`ShellPolicy` and :func:`session_environment`.
+:class:`ShellBackend`, :class:`ShellPolicy`, :func:`session_environment`, and
+:func:`shell_plugin`, which wires a backend's config and policy into the host.
 """
 
 from .backend import BashBackend, ShellBackend
@@ -17,6 +18,7 @@ from .environment import (
 )
 from .session import BashSession
 from .shell import LoginReplay, OutputFilter, ShellPolicy
+from .wiring import ShellContainer, shell_container, shell_plugin
 
 __all__ = [
     "BASH",
@@ -29,8 +31,11 @@ __all__ = [
     "LoginReplay",
     "OutputFilter",
     "ShellBackend",
+    "ShellContainer",
     "ShellPolicy",
     "owner_marker",
     "session_environment",
+    "shell_container",
     "shell_environment",
+    "shell_plugin",
 ]

@@ -29,6 +29,7 @@ import asyncio
 import base64
 import json
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from ..kernel.errors import TerminalError
@@ -54,6 +55,7 @@ from .service import WATCH_PREFIX
 from .views import LINES_SHOWN, screen_replay, text_view
 
 if TYPE_CHECKING:
+    from ..registry.control import State
     from .service import HumanService, WatchLink
 
 __all__ = ["LINES_SHOWN", "WatchApp", "page_csp"]
@@ -207,16 +209,11 @@ class WatchApp:
 
         # Subscribing and reading the replay in one loop turn: nothing missed or repeated.
         stop = tapped.follow(on_bytes, wake.set)
-        unwatch = service.terminals.watch_control(link.owner, link.session_id, link.changed.set)
-        service.page_opened(link)
         shown: dict[str, Any] = {"state": None, "size": None, "first": True}
-        closing = self.closing_event()
 
         async def step() -> bool:
-            state = service.control_state(link)
-            if closing.is_set() or state == "closed" or not link.live:
-                reason = "expired" if state != "closed" and not link.live else "closed"
-                await event(send, "end", {"reason": reason})
+            state = await self._state_or_end(link, send)
+            if state is None:
                 return False
             size = (tapped.cols, tapped.rows)
             if shown["first"] or len(pending) > _MAX_PENDING:
@@ -250,12 +247,7 @@ class WatchApp:
                 await event(send, "out", {"data": base64.b64encode(chunk).decode("ascii")})
             return True  # a shell that exited leaves its last screen on the page
 
-        try:
-            await follow(receive, send, (wake, link.changed, closing), step)
-        finally:
-            stop()
-            unwatch()
-            service.page_closed(link)
+        await self._follow_link(link, receive, send, wake, step, stop)
 
     # -- the text view's event stream -----------------------------------------------------
 
@@ -269,16 +261,11 @@ class WatchApp:
         await start_events(send)
         wake = asyncio.Event()
         remove = session.watch(wake.set) if isinstance(session, WatchedSession) else nothing
-        unwatch = service.terminals.watch_control(link.owner, link.session_id, link.changed.set)
-        service.page_opened(link)
         shown: dict[str, Any] = {"state": None, "view": None, "screen": None}
-        closing = self.closing_event()
 
         async def step() -> bool:
-            state = service.control_state(link)
-            if closing.is_set() or state == "closed" or not link.live:
-                reason = "expired" if state != "closed" and not link.live else "closed"
-                await event(send, "end", {"reason": reason})
+            state = await self._state_or_end(link, send)
+            if state is None:
                 return False
             if state != shown["state"]:
                 await event(send, "state", {"control": state})
@@ -289,9 +276,45 @@ class WatchApp:
                 shown["view"] = view
             return True
 
+        await self._follow_link(link, receive, send, wake, step, remove, gap_s=_PUSH_GAP_S)
+
+    # -- what both event streams share ----------------------------------------------------
+
+    async def _state_or_end(self, link: WatchLink, send: Send) -> State | None:
+        """``link``'s control state while its stream goes on; else None, the ``end`` sent.
+
+        A stream ends when the server closes, the session is gone (``closed``) or the
+        link expired (``expired``), checked before every push so a page never shows
+        anything after its link stopped being valid.
+        """
+        state = self._service.control_state(link)
+        if self.closing_event().is_set() or state == "closed" or not link.live:
+            reason = "expired" if state != "closed" and not link.live else "closed"
+            await event(send, "end", {"reason": reason})
+            return None
+        return state
+
+    async def _follow_link(
+        self,
+        link: WatchLink,
+        receive: Receive,
+        send: Send,
+        wake: asyncio.Event,
+        step: Callable[[], Awaitable[bool]],
+        unsubscribe: Callable[[], object],
+        *,
+        gap_s: float = 0.0,
+    ) -> None:
+        """Run ``step`` as :func:`follow` does, woken by ``wake``, control changes and the
+        server closing; the page counts as open meanwhile (the last control page to go
+        hands back). ``unsubscribe`` ends the stream's own watch first, on any way out."""
+        service = self._service
+        unwatch = service.terminals.watch_control(link.owner, link.session_id, link.changed.set)
+        service.page_opened(link)
+        wakes = (wake, link.changed, self.closing_event())
         try:
-            await follow(receive, send, (wake, link.changed, closing), step, gap_s=_PUSH_GAP_S)
+            await follow(receive, send, wakes, step, gap_s=gap_s)
         finally:
-            remove()
+            unsubscribe()
             unwatch()
             service.page_closed(link)

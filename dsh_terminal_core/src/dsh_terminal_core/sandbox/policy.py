@@ -336,11 +336,15 @@ def _remove_tmp_dir(path: str) -> None:
 
     The sandbox creates it 0700 for the harness's own user, so everything inside belongs
     to that user; read-only subdirectories made by a program are made writable first.
+    Nothing outside ``path`` is ever changed: its parent is the host's shared ``/tmp``,
+    which a failure to remove ``path`` itself (a removal racing another, a mount point)
+    once made 0700, closing it to every other user.
     """
 
     def make_writable_and_retry(function: object, target: str, _exc: object) -> None:
         with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(target), 0o700)
+            if target != path:
+                os.chmod(os.path.dirname(target), 0o700)
             os.chmod(target, 0o700)
         if callable(function):
             function(target)

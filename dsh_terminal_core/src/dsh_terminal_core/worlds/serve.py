@@ -29,6 +29,7 @@ import logging
 import os
 import signal
 import socket
+import stat
 import struct
 import sys
 from collections.abc import Mapping
@@ -166,10 +167,16 @@ def serve_socket(
 
 
 def _listen(path: str) -> socket.socket:
-    """The daemon's socket: 0600 in a 0700 directory; a live daemon there is an error."""
+    """The daemon's socket: 0600 in a 0700 directory; a live daemon there is an error.
+
+    A sticky directory (``/tmp``, ``/dev/shm``) is shared by design and keeps its mode:
+    closing it to others would break every other user of the machine, and the socket is
+    private by its own mode and by ``SO_PEERCRED``.
+    """
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    os.chmod(directory, 0o700)
+    if not os.stat(directory).st_mode & stat.S_ISVTX:
+        os.chmod(directory, 0o700)
     if os.path.exists(path):
         probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
