@@ -131,9 +131,10 @@ class WorldLink:
         self._sessions.pop(sid, None)
         self._unclaimed.pop(sid, None)
 
-    def send(self, header: dict[str, Any], payload: bytes = b"") -> None:
-        """An event or a request whose answer nobody waits for."""
-        self._conn.send(header, payload)
+    def send(self, header: dict[str, Any], payload: bytes = b"", *, now: bool = False) -> None:
+        """An event or a request whose answer nobody waits for; ``now`` writes it (and
+        whatever was queued before it) at once instead of at the end of the loop turn."""
+        self._conn.send(header, payload, now=now)
 
     def request(self, header: dict[str, Any], payload: bytes = b"") -> asyncio.Future[Frame]:
         """Send a request; the future gets its ``ok`` frame or its error as a TerminalError."""
