@@ -136,7 +136,7 @@ async def test_a_restarted_container_reports_its_sessions_gone_and_opens_afresh(
             )
             await _gone_saying(h, agent, sid, op, "stopping (SIGTERM)")
             await restarting
-            wait_for_daemon(name)
+            wait_for_daemon(name, starts=2)  # the new daemon's, not the first one's line
             # A new daemon, a new worldId: a fresh session, never the old one replaced.
             fresh = await _open(h, agent)
             assert fresh != sid and h.ctx.worlds.world_id("box") != first
