@@ -200,6 +200,25 @@ async def test_an_unknown_request_is_an_error_and_the_connection_lives() -> None
     assert await asyncio.wait_for(process.wait(), 10) == 0
 
 
+async def test_a_malformed_send_is_an_error_and_the_connection_lives() -> None:
+    process, conn = await _raw_world()
+    await conn.handshake({"versions": [1]}, timeout_s=20)
+    conn.send({"t": "send", "id": 1, "sid": "pty-1"})  # no op: nothing to settle
+    conn.send({"t": "send", "id": 2, "sid": "nobody", "op": "o1", "submit": True})
+    conn.send({"t": "ping", "n": 7})
+    frames = conn.frames()
+    first = await anext(frames)
+    assert first.type == "error" and first.header["re"] == 1
+    assert first.header["code"] == "MALFORMED_FRAME"
+    second = await anext(frames)
+    assert second.type == "settled" and second.header["op"] == "o1"
+    assert second.header["error"]["code"] == "NO_SESSION"
+    third = await anext(frames)
+    assert third.type == "pong" and third.header["n"] == 7
+    conn.close()
+    assert await asyncio.wait_for(process.wait(), 10) == 0
+
+
 def test_a_terminal_on_stdin_is_refused_at_once() -> None:
     import pty
 

@@ -72,10 +72,18 @@ class Served:
     # -- dispatch ---------------------------------------------------------------------
 
     def handle(self, frame: Frame) -> None:
-        if frame.type == "send" and not self._unstarted:
-            self.send_now(frame)  # nothing read before it is still waiting to start
-            return
         request_id = frame.header.get("id")
+        if frame.type == "send" and not self._unstarted:
+            # Nothing read before it is still waiting to start: it starts now, and a send
+            # too malformed to settle is answered as a task's failure would be.
+            try:
+                self.send_now(frame)
+            except (DshError, ProtocolError) as exc:
+                self._answer_error(request_id, exc)
+            except Exception as exc:
+                log.exception("world request 'send' failed")
+                self._answer_error(request_id, exc)
+            return
         handler = _HANDLERS.get(frame.type)
         if handler is None:
             if frame.type in ("pong", "bye"):
