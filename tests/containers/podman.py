@@ -253,15 +253,16 @@ def container(image: str, *options: str, name: str | None = None) -> Iterator[st
         podman("rm", "-f", "-t", "0", name, check=False, timeout=120)
 
 
-def wait_for_daemon(name: str, timeout_s: float = 60) -> None:
-    """Until the world daemon in ``name`` listens (its log says so)."""
+def wait_for_daemon(name: str, timeout_s: float = 60, *, starts: int = 1) -> None:
+    """Until the world daemon in ``name`` listens (its log says so) for the ``starts``-th
+    time: a restarted container's log still holds every earlier start's line."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert PODMAN is not None
         logs = subprocess.run(
             [PODMAN, "logs", name], capture_output=True, text=True, timeout=60, check=False
         )
-        if "listening on" in logs.stdout + logs.stderr:
+        if (logs.stdout + logs.stderr).count("listening on") >= starts:
             return
         time.sleep(0.1)
     raise AssertionError(f"the world daemon in {name} did not start: {logs.stderr[-800:]}")

@@ -163,7 +163,7 @@ async def test_a_restarted_container_reports_its_sessions_gone_and_opens_afresh(
         restarting = asyncio.create_task(asyncio.to_thread(podman, "restart", "-t", "20", w.name))
         await w.gone_saying(sid, op, "stopping (SIGTERM)")
         await restarting
-        wait_for_daemon(w.name)
+        wait_for_daemon(w.name, starts=2)  # the new daemon's, not the first one's line
         # A new daemon, a new worldId: a fresh session, never the old one replaced.
         fresh = await w.open()
         assert fresh != sid and w.h.ctx.worlds.world_id("box") != first

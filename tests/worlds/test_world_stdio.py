@@ -200,6 +200,25 @@ async def test_an_unknown_request_is_an_error_and_the_connection_lives() -> None
     assert await asyncio.wait_for(process.wait(), 10) == 0
 
 
+async def test_a_malformed_send_is_an_error_and_the_connection_lives() -> None:
+    process, conn = await _raw_world()
+    await conn.handshake({"versions": [1]}, timeout_s=20)
+    conn.send({"t": "send", "id": 1, "sid": "pty-1"})  # no op: nothing to settle
+    conn.send({"t": "send", "id": 2, "sid": "nobody", "op": "o1", "submit": True})
+    conn.send({"t": "ping", "n": 7})
+    frames = conn.frames()
+    first = await anext(frames)
+    assert first.type == "error" and first.header["re"] == 1
+    assert first.header["code"] == "MALFORMED_FRAME"
+    second = await anext(frames)
+    assert second.type == "settled" and second.header["op"] == "o1"
+    assert second.header["error"]["code"] == "NO_SESSION"
+    third = await anext(frames)
+    assert third.type == "pong" and third.header["n"] == 7
+    conn.close()
+    assert await asyncio.wait_for(process.wait(), 10) == 0
+
+
 def test_a_terminal_on_stdin_is_refused_at_once() -> None:
     import pty
 
@@ -417,3 +436,33 @@ async def test_a_world_records_its_sessions_where_they_run(tmp_path: Path) -> No
     events = [json.loads(line) for line in lines[1:]]
     assert any(e[1] == "o" and "réc-42" in e[2] for e in events)
     assert any(e[1] == "m" and e[2].startswith("send: stdin_read") for e in events)
+
+
+async def test_a_send_read_together_with_the_cancel_before_it_starts_after_that_cancel() -> None:
+    # The world starts a send the moment its frame is read, never ahead of a request read
+    # before it: a cancel and the next send written in one loop turn (one write) take
+    # effect in that order, or the send would find the cancelled one still running.
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("agent-1")
+        sid = await _open(h, agent)
+        terminals = h.ctx.terminals
+        for i in range(50):
+            line = f"sleep 30 # round {i}"
+            op = terminals.start_send(agent, sid, SendRequest(text=line, timeout_ms=60000))
+            while line not in _tail(h, agent, sid):
+                await asyncio.sleep(0.005)
+            cancelling = op.cancel()
+            await asyncio.sleep(0)  # the cancel's frame is queued, its write not yet made
+            after = terminals.start_send(agent, sid, SendRequest(text=f"echo after-{i}"))
+            await cancelling
+            first, second = await asyncio.wait_for(asyncio.gather(op.done, after.done), 10)
+            assert first.wait_reason is WaitReason.STDIN_READ
+            assert second.wait_reason is WaitReason.STDIN_READ, (i, second)
+            assert second.viewport.strip() == f"after-{i}", (i, second.viewport)
+        await agent.dispose()
+
+
+def _tail(h: Harness, agent: Agent, sid: str) -> str:
+    """The session's last few lines, the open one included."""
+    total = h.ctx.terminals.read(agent, sid, ReadRequest(count=1)).total_lines
+    return h.ctx.terminals.read(agent, sid, ReadRequest(offset=max(1, total - 2))).text

@@ -75,17 +75,24 @@ class Connection:
     def closed(self) -> bool:
         return self._closed
 
-    def send(self, header: dict[str, Any], payload: bytes = b"", *, linger: bool = False) -> None:
+    def send(
+        self, header: dict[str, Any], payload: bytes = b"", *, linger: bool = False, now: bool = False
+    ) -> None:
         """Queue one frame; frames go out in the order they were sent, at the end of the
         loop turn with every other frame of that turn, in one write.
 
         ``linger`` (output) may wait up to :data:`LINGER_S` for more frames to join the
         write, so a command's output, its prompt and the send's settlement wake the
-        other side once; any frame sent without it flushes everything queued.
+        other side once; any frame sent without it flushes everything queued. ``now``
+        (a settlement: the frame the other side waits for) writes everything queued at
+        once instead of a loop turn later: nothing else of the send is left to join it.
         """
         if self._closed:
             return
         self._outgoing += encode_frame(header, payload)
+        if now:
+            self._flush()
+            return
         loop = asyncio.get_running_loop()
         if not linger:
             if self._linger is not None:

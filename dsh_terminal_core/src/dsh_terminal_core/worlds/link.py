@@ -131,9 +131,10 @@ class WorldLink:
         self._sessions.pop(sid, None)
         self._unclaimed.pop(sid, None)
 
-    def send(self, header: dict[str, Any], payload: bytes = b"") -> None:
-        """An event or a request whose answer nobody waits for."""
-        self._conn.send(header, payload)
+    def send(self, header: dict[str, Any], payload: bytes = b"", *, now: bool = False) -> None:
+        """An event or a request whose answer nobody waits for; ``now`` writes it (and
+        whatever was queued before it) at once instead of at the end of the loop turn."""
+        self._conn.send(header, payload, now=now)
 
     def request(self, header: dict[str, Any], payload: bytes = b"") -> asyncio.Future[Frame]:
         """Send a request; the future gets its ``ok`` frame or its error as a TerminalError."""
@@ -211,6 +212,26 @@ class WorldLink:
         if self.on_lost is not None:
             self.on_lost(why)
 
+    async def last_words(self, timeout_s: float, enough: Callable[[str], bool]) -> str:
+        """What the world's command said on stderr as it ended ("" for a socket).
+
+        Returns once what it said is ``enough``, once its stderr ended (nothing more can
+        come), or after ``timeout_s``: a relay whose daemon is gone says so before its
+        stdout closes, which spares starting it again to hear the same. The command is
+        reaped later, by :meth:`aclose`.
+        """
+        stderr = self._stderr
+        if self._process is None or stderr is None:
+            return ""
+
+        async def said_it() -> None:
+            while not enough(stderr.text().decode("utf-8", "replace")) and stderr.reading:
+                await stderr.changed()
+
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(said_it(), timeout_s)
+        return stderr.text().decode("utf-8", "replace")
+
     async def aclose(self) -> None:
         """End the connection and make sure the command is gone."""
         if self._lost is None:
@@ -252,6 +273,9 @@ class _StderrReader:
         self._read_fd, self.write_fd = os.pipe()
         self._transport: asyncio.ReadTransport | None = None
         self._task: asyncio.Task[None] | None = None
+        self._changed: asyncio.Event | None = None
+        #: The pipe reached its end (every writer closed it).
+        self.ended = False
 
     async def start(self) -> None:
         os.close(self.write_fd)
@@ -263,8 +287,31 @@ class _StderrReader:
         self._task = loop.create_task(self._drain(reader))
 
     async def _drain(self, reader: asyncio.StreamReader) -> None:
-        while data := await reader.read(4096):
-            self.tail.add(data)
+        try:
+            while data := await reader.read(4096):
+                self.tail.add(data)
+                self._wake()
+            self.ended = True
+        finally:
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
+
+    @property
+    def reading(self) -> bool:
+        """More may still arrive: the pipe is read and has not ended."""
+        return self._task is not None and not self._task.done() and not self.ended
+
+    async def changed(self) -> None:
+        """Until more arrives, the pipe ends, or reading it stops."""
+        if not self.reading:
+            return
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        await self._changed.wait()
 
     def text(self) -> bytes:
         return self.tail.text()

@@ -6,7 +6,10 @@ its harness goes); the socket is created 0600 in a 0700 directory, and a connect
 whose peer is another user (``SO_PEERCRED``) is refused. ``world --stdio --socket PATH``
 relays its stdio to that daemon byte for byte, parsing nothing, so the hello is end to
 end whatever the relay's version: what ``kubectl exec -i POD -- dsh-terminal world
---stdio --socket /run/dsh/world.sock`` starts.
+--stdio --socket /run/dsh/world.sock`` starts. When the daemon ends the stream, the relay
+looks whether anything still listens there, and says on stderr when nothing does: the
+harness reads those last words and ends the sessions at once, where starting the relay
+again (a whole interpreter, most of a second) only to hear the same would hold them.
 
 This is what ``kubectl exec -i POD -- dsh-terminal world --stdio``, ``docker exec -i``
 and ``ssh -T HOST dsh-terminal world --stdio`` start. The protocol owns the two
@@ -55,6 +58,9 @@ WORLD_PLUGINS = (
     "terminals",
     "terminal-bash",
 )
+
+#: How long the relay waits for a daemon to answer when it looks whether one still does.
+_PROBE_S = 1.0
 
 TTY_REFUSED = (
     "dsh-terminal world: stdin is a terminal; the world protocol needs a byte channel: "
@@ -300,10 +306,44 @@ async def _relay(path: str, wire_in: int, wire_out: int) -> int:
     upstream = asyncio.ensure_future(pump(stdin, daemon_writer))
     downstream = asyncio.ensure_future(pump(daemon_reader, stdout))
     await asyncio.wait({upstream, downstream}, return_when=asyncio.FIRST_COMPLETED)
+    daemon_ended = downstream.done() and not upstream.done()
     for task in (upstream, downstream):
         task.cancel()
     await asyncio.gather(upstream, downstream, return_exceptions=True)
     daemon_writer.close()
+    status = 0
+    if daemon_ended and (refused := await _nobody_listens(path)) is not None:
+        # Said before stdout closes, so it is in the stderr pipe when the harness sees
+        # the end of the stream; the words are the ones a relay that cannot connect says.
+        print(
+            f"dsh-terminal world: error [WORLD_UNAVAILABLE]: the world daemon ended the "
+            f"connection and no world daemon answers at {path} any more: {refused}",
+            file=sys.stderr,
+            flush=True,
+        )
+        status = 2
     with contextlib.suppress(Exception):
         stdout.close()
-    return 0
+    return status
+
+
+async def _nobody_listens(path: str) -> str | None:
+    """Why no daemon answers at ``path`` now, or None when one does (or may).
+
+    A live daemon writes its magic as soon as it accepts; a dying one's socket may still
+    take the connection into its backlog, then close it unanswered.
+    """
+    try:
+        reader, writer = await asyncio.open_unix_connection(path)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    try:
+        async with asyncio.timeout(_PROBE_S):
+            first = await reader.read(1)
+    except TimeoutError:
+        first = b"?"  # no proof either way: the harness connects again and finds out
+    except OSError:
+        first = b""  # reset: its listener closed with the connection still unaccepted
+    finally:
+        writer.close()
+    return None if first else "it closed the connection unanswered"

@@ -52,20 +52,27 @@ _NOT_RUNNING = (
     "container not found",
     "(NotFound)",
 )
+#: How long a lost command world's command has to exit and say why (a relay's last words).
+LAST_WORDS_S = 0.25
 #: How long closing waits for a reconnection it cancelled to finish.
 _EXIT_WAIT_S = 5.0
 #: How long the world's ``state`` command may take to say what became of it.
 STATE_TIMEOUT_S = 5.0
 
 
-def _daemon_gone(exc: TerminalError) -> bool:
-    """The refusal proves no daemon serves the world any more (not a channel's hiccup).
+def _daemon_gone(said: str) -> bool:
+    """The words prove no daemon serves the world any more (not a channel's hiccup).
 
     A command that fails otherwise (an API server unreachable for ``kubectl``) may come
     back, and is retried.
     """
-    said = exc.fact
     return any(words in said for words in _NOT_RUNNING)
+
+
+def _proof(said: str) -> str:
+    """The last line of a command's stderr that proves its daemon gone."""
+    lines = [line for line in said.splitlines() if _daemon_gone(line)]
+    return lines[-1].strip()[-500:] if lines else said.strip()[-500:]
 
 
 async def _state_of(command: tuple[str, ...]) -> str:
@@ -147,6 +154,13 @@ class WorldsService:
 
     async def _reconnect(self, world: str, old: WorldLink) -> None:
         entry = self.entry(world)
+        said = await old.last_words(LAST_WORDS_S, _daemon_gone)
+        if _daemon_gone(said):
+            # The command's last words (a relay that found nothing listening any more, a
+            # runtime whose container stopped) already prove it: no new command is started
+            # only to say the same.
+            await self._daemon_is_gone(world, _proof(said))
+            return
         delay = RECONNECT_FIRST_S
         give_up = asyncio.get_running_loop().time() + entry.lease_s
         while not self._closed:
@@ -154,14 +168,8 @@ class WorldsService:
                 link = await self.link(world)
                 break
             except TerminalError as exc:
-                if _daemon_gone(exc):
-                    # Nothing listens: the daemon died, and its sessions with it (its
-                    # guardian and bubblewrap's --die-with-parent see to that), or its
-                    # container is not running.
-                    why = f"world {world!r}'s daemon is gone: {exc.fact}"
-                    if entry.state is not None:
-                        why += f" (its state: {await _state_of(entry.state)})"
-                    self._end_all(world, why)
+                if _daemon_gone(exc.fact):
+                    await self._daemon_is_gone(world, exc.fact)
                     return
                 if asyncio.get_running_loop().time() >= give_up:
                     self._end_all(world, f"world {world!r} stayed out of reach for its lease")
@@ -192,6 +200,15 @@ class WorldsService:
                     session.end(f"world {world!r} no longer holds {sid}")
                 else:
                     session.resume(link, row)
+
+    async def _daemon_is_gone(self, world: str, said: str) -> None:
+        """Nothing listens: the daemon died, and its sessions with it (its guardian and
+        bubblewrap's --die-with-parent see to that), or its container is not running."""
+        why = f"world {world!r}'s daemon is gone: {said}"
+        state = self.entry(world).state
+        if state is not None:
+            why += f" (its state: {await _state_of(state)})"
+        self._end_all(world, why)
 
     def _end_all(self, world: str, why: str) -> None:
         for _owner, session in self._held.pop(world, {}).values():

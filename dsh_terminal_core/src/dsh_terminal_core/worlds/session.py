@@ -451,7 +451,9 @@ class WorldSession:
         self._ops[op.op_id] = op
         self._hidden = None
         # No answer but its settlement: a refusal in the world settles it with the error.
-        self._link.send(header, payload)
+        # Written now, not a loop turn later: the send is what the caller waits on, and
+        # anything queued before it (a cancel) still goes first, in the same write.
+        self._link.send(header, payload, now=True)
         if request.cancel is not None:
 
             def on_cancel(_reason: BaseException) -> None:
