@@ -1,9 +1,11 @@
 """Limits per owner through cgroups (SPEC §29.3), with real processes.
 
-* A ``setsid`` daemon that ignores HUP and TERM, and a double-forked one, are gone once
-  ``terminal_close`` returns — unconfined, where the process tree cannot find them —
-  with the session's cgroup emptied by ``cgroup.kill`` and by the v1 freezer; with the
-  cgroups off the same daemon survives (the test can fail).
+* A ``setsid`` daemon that ignores HUP and TERM, a double-forked one, and one started
+  with its environment cleared (``env -i``), are gone once ``terminal_close`` returns —
+  unconfined, where the process tree cannot find them — with the session's cgroup
+  emptied by ``cgroup.kill`` and by the v1 freezer; with the cgroups off the fallback
+  (orphans adopted by the fork server, found by their tag, ``test_orphan_teardown.py``)
+  ends the first two, and the one without the tag survives (the test can fail).
 * A fork bomb and a memory hog in one owner's shells, run together inside an outer
   safety cgroup of the test's own: another owner's 20 concurrent sends all settle with
   their own output and exit code, the runaway owner is told which limit was enforced,
@@ -44,13 +46,17 @@ _DAEMON = (
 )
 
 
-def _daemons(tag: str, twice: str) -> str:
-    """A ``setsid`` daemon ignoring HUP and TERM, and a double fork that does the same."""
+def _daemons(tag: str, twice: str, bare: str) -> str:
+    """A ``setsid`` daemon ignoring HUP and TERM, a double fork that does the same, and
+    a double fork whose environment was cleared (it carries no terminal's tag)."""
     daemon = _DAEMON.format(tag=tag)
     double = _DAEMON.format(tag=twice)
+    cleared = _DAEMON.format(tag=bare)
     return (
         f"setsid python3 -c '{daemon}' </dev/null >/dev/null 2>&1 & "
-        f"( (setsid python3 -c '{double}' </dev/null >/dev/null 2>&1 &) & ); true"
+        f"( (setsid python3 -c '{double}' </dev/null >/dev/null 2>&1 &) & ); "
+        f"( (setsid env -i $(command -v python3) -c '{cleared}' </dev/null >/dev/null 2>&1 &) & )"
+        "; true"
     )
 
 
@@ -73,15 +79,15 @@ async def test_setsid_and_double_forked_daemons_are_gone_after_close(kill_with: 
         pytest.skip("cgroup v2 is not mounted here")
     if kill_with == "freezer" and "freezer" not in host.legacy:
         pytest.skip("the cgroup v1 freezer is not mounted here")
-    tag, twice = unique_seconds(), unique_seconds()
+    tags = unique_seconds(), unique_seconds(), unique_seconds()
     async with Harness(config=full_access(**{"owner-limits": {"kill_with": kill_with}})) as h:
         agent = h.create_agent("a")
         opened = await h.call_tool(agent, "terminal_open", {"type": "shell"})
         sid, shell_session = opened.value["sessionId"], os.getsid(opened.value["pid"])
-        await _send(h, agent, sid, _daemons(tag, twice))
-        await until(lambda: bool(with_argv(tag)) and bool(with_argv(twice)), what="daemons")
-        daemons = with_argv(tag) + with_argv(twice)
-        assert len(daemons) == 2
+        await _send(h, agent, sid, _daemons(*tags))
+        await until(lambda: all(with_argv(tag) for tag in tags), what="daemons")
+        daemons = [proc for tag in tags for proc in with_argv(tag)]
+        assert len(daemons) == 3
         for proc in daemons:
             assert os.getsid(proc.pid) != shell_session  # out of the terminal's session
         closed = await h.call_tool(agent, "terminal_close", {"sessionId": sid})
@@ -90,19 +96,21 @@ async def test_setsid_and_double_forked_daemons_are_gone_after_close(kill_with: 
     assert harness_dirs() == []
 
 
-async def test_without_cgroups_the_setsid_daemon_outlives_close() -> None:
-    """The gap the cgroup closes, shown on the same daemon: the test above can fail."""
-    tag, twice = unique_seconds(), unique_seconds()
+async def test_without_cgroups_only_the_daemon_without_the_tag_outlives_close() -> None:
+    """The gap the cgroup closes, shown on the same daemons: the fallback without cgroups
+    ends the tagged two; the one whose environment was cleared survives, so the test
+    above can fail."""
+    tags = unique_seconds(), unique_seconds(), unique_seconds()
     try:
         async with Harness(config=full_access(**{"owner-limits": {"cgroups": "off"}})) as h:
             agent = h.create_agent("a")
             sid = await _open(h, agent)
-            await _send(h, agent, sid, _daemons(tag, twice))
-            await until(lambda: bool(with_argv(tag)) and bool(with_argv(twice)), what="daemons")
+            await _send(h, agent, sid, _daemons(*tags))
+            await until(lambda: all(with_argv(tag) for tag in tags), what="daemons")
             await h.call_tool(agent, "terminal_close", {"sessionId": sid})
-            assert len([p for p in with_argv(tag) + with_argv(twice) if alive(p)]) == 2
+            assert [tag for tag in tags if any(alive(p) for p in with_argv(tag))] == [tags[2]]
     finally:
-        for proc in with_argv(tag) + with_argv(twice):
+        for proc in [proc for tag in tags for proc in with_argv(tag)]:
             proc.kill()
             proc.wait(5)
 
