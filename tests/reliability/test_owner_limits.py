@@ -10,6 +10,11 @@
   safety cgroup of the test's own: another owner's 20 concurrent sends all settle with
   their own output and exit code, the runaway owner is told which limit was enforced,
   the harness stays up, and nothing is left running or in the cgroup trees.
+* The runaway sessions are held to ``runaway_cpu_percent`` % of one CPU and the notice
+  says so; the other owner's sessions are not. A session that filled its owner's process
+  limit is released once it calmed down, and a bystander whose one fork was refused
+  beside it is never capped. An owner below its limits has none of its sessions'
+  counters read.
 * A host that gives no cgroup access (cgroupfs mounted read-only, as in a container):
   explicit limits fail the open with ``LIMITS_UNAVAILABLE`` naming what is missing;
   the defaults are skipped with a warning.
@@ -25,6 +30,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from typing import Any
 
 import psutil
@@ -33,6 +39,8 @@ import pytest
 from dsh_terminal_core.kernel.agents import Agent, Notice
 from dsh_terminal_core.kernel.harness import Harness
 from dsh_terminal_core.provider.cgroupfs import discover, read_text
+from dsh_terminal_core.provider.cgroups import CgroupGroup, LimitCounts
+from dsh_terminal_core.sandbox.limitwatch import CALM_S
 
 from ..helpers import full_access, own_descendants
 from ._cgroups import cgroup_reason, harness_dirs, outer_limit
@@ -196,6 +204,10 @@ async def test_fork_bomb_and_memory_hog_leave_another_owner_working() -> None:
             texts = " ".join(n.text for n in told)
             assert "memory limit (512 MiB)" in texts and "process limit (400" in texts
             assert {n.data["sessionId"] for n in told} == {bomb_sid, hog_sid}
+            # Both runaways are held to 10% of one CPU; the quiet owner's shells are not.
+            assert "held to 10% of one CPU" in texts
+            assert {_cpu_cap(h, "runaway", sid) for sid in (bomb_sid, hog_sid)} == {10}
+            assert {_cpu_cap(h, "quiet", sid) for sid in sids} == {None}
             # The runaway owner can still end it all: close empties both cgroups.
             for sid in (bomb_sid, hog_sid):
                 closed = await h.call_tool(runaway, "terminal_close", {"sessionId": sid})
@@ -210,6 +222,87 @@ async def test_fork_bomb_and_memory_hog_leave_another_owner_working() -> None:
             await _concurrent_sends(h, quiet, sids, 9)
         assert harness_dirs(outer) == []
     assert not with_argv("bytearray(32 << 20)")
+
+
+def _kill(procs: list[psutil.Process]) -> None:
+    """Kill from outside: a shell whose owner is full is itself stuck retrying a fork."""
+    for proc in procs:
+        proc.kill()
+    psutil.wait_procs(procs, timeout=10)
+
+
+def _cpu_cap(h: Harness, owner: str, sid: str) -> int | None:
+    """The CPU cap of ``owner``'s session ``sid`` in percent of one CPU (None: uncapped)."""
+    tree = discover().serving("cpu")
+    assert tree is not None
+    (owner_dir,) = glob.glob(os.path.join(h.ctx.owner_limits.plan().bases[tree.mount], f"o*-{owner}"))
+    directory = os.path.join(owner_dir, sid)
+    if tree.version == 2:
+        quota, period = read_text(os.path.join(directory, "cpu.max")).split()
+    else:
+        quota = read_text(os.path.join(directory, "cpu.cfs_quota_us")).strip()
+        period = read_text(os.path.join(directory, "cpu.cfs_period_us")).strip()
+    return None if quota in ("max", "-1") else int(quota) * 100 // int(period)
+
+
+async def test_a_session_that_filled_the_process_limit_is_capped_then_released() -> None:
+    limits = {"pids_max": 64, "watch_interval_ms": 100}
+    async with Harness(config=full_access(**{"owner-limits": limits})) as h:
+        agent = h.create_agent("a")
+        told: list[Notice] = []
+        agent.on_notice(told.append)
+        filler, bystander = await _open(h, agent), await _open(h, agent)
+        # Sixty sleeps fill the owner's 64; the bystander's command then needs a fork.
+        tag = unique_seconds()
+        await _send(h, agent, filler, f"for i in $(seq 70); do sleep {tag} & done 2>/dev/null; true")
+        await _send(h, agent, bystander, "/bin/true", timeoutMs=5000)
+        await until(lambda: {n.data["sessionId"] for n in told} >= {filler, bystander},
+                    timeout=10, what="both sessions told of refused forks")
+        by_session = {n.data["sessionId"]: n for n in told}
+        assert by_session[filler].data["cpuCapPercent"] == 10
+        assert "held to 10% of one CPU" in by_session[filler].text
+        # The bystander held a process or two: its refused fork is no runaway's.
+        assert by_session[bystander].data["cpuCapPercent"] is None
+        assert (_cpu_cap(h, "a", filler), _cpu_cap(h, "a", bystander)) == (10, None)
+        # Still full: not released, however long it has been. (Each look ahead in time
+        # follows a look now, which takes in every trip so far at its real time.)
+        service = h.ctx.owner_limits
+        service.check_counters()
+        service._watched.check(now=time.monotonic() + CALM_S + 1)
+        assert _cpu_cap(h, "a", filler) == 10
+        _kill(with_argv(tag))  # the way out: terminal_signal, or anything from outside
+        # Calm for CALM_S and holding little: released.
+        service.check_counters()
+        service._watched.check(now=time.monotonic() + CALM_S / 2)
+        assert _cpu_cap(h, "a", filler) == 10
+        service._watched.check(now=time.monotonic() + CALM_S + 1)
+        assert _cpu_cap(h, "a", filler) is None
+        value = await _send(h, agent, filler, "echo $((6 * 7))")
+        assert "42" in value["viewport"]
+
+
+async def test_an_owner_below_its_limits_has_no_session_counters_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read: list[str] = []
+    counts = CgroupGroup.counts
+
+    def counting(group: CgroupGroup) -> LimitCounts:
+        read.append(group.dirs[0])
+        return counts(group)
+
+    limits = {"pids_max": 64, "watch_interval_ms": 60000}
+    async with Harness(config=full_access(**{"owner-limits": limits})) as h:
+        calm, full = h.create_agent("calm"), h.create_agent("full")
+        calm_sids = [await _open(h, calm) for _ in range(3)]
+        full_sid = await _open(h, full)
+        tag = unique_seconds()
+        await _send(h, full, full_sid, f"for i in $(seq 70); do sleep {tag} & done 2>/dev/null; true")
+        monkeypatch.setattr(CgroupGroup, "counts", counting)
+        h.ctx.owner_limits.check_counters()
+        assert [os.path.basename(d) for d in read] == [full_sid]
+        assert not any(sid in d for d in read for sid in calm_sids)
+        _kill(with_argv(tag))
 
 
 # -- a host without cgroup access --------------------------------------------------------
