@@ -47,6 +47,7 @@ __all__ = [
     "is_refusal",
     "make_dirs",
     "own_tree_dir",
+    "removals_done",
     "supports_kill",
 ]
 
@@ -275,9 +276,14 @@ class CgroupGroup:
         self.removed = self.removed or gone
         return gone
 
-    async def clear(self, grace: float) -> None:
+    async def clear(self, grace: float, *, removal: bool = True) -> None:
         """Kill everything left in the group — what a process tree cannot see: ``setsid``
         daemons, double forks, a fork bomb's stragglers — then remove it.
+
+        ``removal=False`` (a session's close): return once the group is empty; a directory
+        the kernel still holds busy for a moment (its killed processes finishing their
+        exit) is removed in the background, off the caller's path. Nothing can run in it
+        any more by then, and whatever is left is removed with its owner's group.
 
         Raises:
             TerminalError: ``TEARDOWN_FAILED`` when processes stay in it past ``grace``.
@@ -291,7 +297,12 @@ class CgroupGroup:
                 f"after SIGKILL: {left}",
                 ErrorCode.TEARDOWN_FAILED,
             )
-        await self.remove_soon(grace)
+        if removal or self.remove():
+            await self.remove_soon(grace)
+            return
+        task = asyncio.get_running_loop().create_task(self.remove_soon(grace))
+        _removing.add(task)
+        task.add_done_callback(_removing.discard)
 
     async def discard(self) -> None:
         """Empty and remove the group of a spawn that failed; never raises."""
@@ -320,6 +331,18 @@ def _reached(directory: str, peak_file: str, limit_file: str, margin: int) -> bo
         return False  # unlimited (or no such file: nothing to reach)
     peak = _number(os.path.join(directory, peak_file))
     return peak is None or peak + margin >= limit
+
+
+_removing: set[asyncio.Task[bool]] = set()
+"""Removals of emptied session cgroups still under way (kept from being collected)."""
+
+
+async def removals_done() -> None:
+    """Wait for the background removals of this loop's emptied session cgroups."""
+    loop = asyncio.get_running_loop()
+    pending = [task for task in _removing if task.get_loop() is loop]
+    if pending:
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 def _number(path: str) -> int | None:

@@ -682,7 +682,7 @@ class LocalTerminalProcess:
                 # What the tree cannot see (setsid daemons, double forks) is in the cgroup,
                 # or without one, orphaned to the fork server and tagged.
                 if group is not None:
-                    await group.clear(grace)
+                    await group.clear(grace, removal=False)
                 else:
                     await sweep_orphans(self._spec.env[TAG_VARIABLE], grace)
         finally:

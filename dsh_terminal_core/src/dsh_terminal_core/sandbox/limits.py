@@ -52,6 +52,7 @@ from ..provider.cgroups import (
     is_refusal,
     make_dirs,
     own_tree_dir,
+    removals_done,
     supports_kill,
 )
 from .limitwatch import CALM_S, LimitWatch
@@ -226,6 +227,7 @@ class OwnerLimitsService:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._watcher
         self._watched.clear()
+        await removals_done()
         plan = self._plan
         if plan is not None and plan.bases:
             await _group(plan, list(plan.bases.values())).clear(3.0)
