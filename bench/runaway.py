@@ -5,6 +5,7 @@
     python3 bench/runaway.py --limits off          # no owner limits: only the outer
                                                    # safety cgroup holds the runaway
     python3 bench/runaway.py --sequential          # quiet rounds first, then the runaway
+    python3 bench/runaway.py --runaway-cpu off     # runaway sessions never CPU-capped
 
 One harness, two owners. The quiet owner opens 20 shells and sends 20 concurrent
 ``echo tok; (exit n)`` per round, checking each result's output and exit code. First
@@ -124,11 +125,14 @@ async def _start_runaway(h: Harness, runaway: Agent, only: str | None) -> list[s
 
 async def run(args: argparse.Namespace) -> int:
     with outer_limit(memory=3 << 30, pids=1500) as outer:
-        limits: dict[str, Any] = {"parent": outer, "memory_max": args.memory, "pids_max": args.pids}
+        cap = None if args.runaway_cpu == "off" else int(args.runaway_cpu)
+        limits: dict[str, Any] = {"parent": outer, "memory_max": args.memory,
+                                  "pids_max": args.pids, "runaway_cpu_percent": cap}
         if args.limits == "off":
             # No owner limits, but still cgroups under the outer safety cgroup: its 3 GiB
             # and 1,500 processes are then all that holds the runaway.
-            limits = {"parent": outer, "memory_max": "max", "pids_max": "max"}
+            limits = {"parent": outer, "memory_max": "max", "pids_max": "max",
+                      "runaway_cpu_percent": None}
         config = {
             "sandbox-policy": {"mode": "danger-full-access"},
             "terminals": {"max_sessions_per_owner": SHELLS},
@@ -185,7 +189,8 @@ async def run(args: argparse.Namespace) -> int:
     kinds = sorted({f"{n.data['limit']}" for n in told})
     q99, r99 = _p(quiet_ms, 0.99), _p(loaded_ms, 0.99)
     how = "sequential" if pauser is None else "interleaved, quiet rounds with the runaway frozen"
-    print(f"limits: {args.limits} (memory_max {args.memory}, pids_max {args.pids}); "
+    print(f"limits: {args.limits} (memory_max {args.memory}, pids_max {args.pids}, "
+          f"runaway_cpu_percent {args.runaway_cpu}); "
           f"{SHELLS} shells x {args.rounds} rounds per phase ({how}); "
           f"runaway: {args.only or 'bomb and hog'}")
     print("| phase | sends | p50 ms | p99 ms |")
@@ -208,6 +213,8 @@ def main() -> int:
     parser.add_argument("--sequential", action="store_true",
                         help="all quiet rounds first, then all rounds beside the runaway")
     parser.add_argument("--only", choices=("bomb", "hog"), help="run one half of the runaway")
+    parser.add_argument("--runaway-cpu", default="10",
+                        help="runaway_cpu_percent: 1-100, or 'off' for no cap (default 10)")
     args = parser.parse_args()
     reason = cgroup_reason()
     if reason is not None:

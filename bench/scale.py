@@ -4,6 +4,7 @@
     python3 bench/scale.py                      # 1,000 sessions; writes bench/results/scale.json
     python3 bench/scale.py --sessions 200       # a smaller run
     python3 bench/scale.py --unconfined         # the same without bubblewrap
+    python3 bench/scale.py --no-cgroups         # the same without the owner limits' cgroups
     python3 bench/run.py --groups scale         # the same scenario as run.py's ``scale`` group
 
 One harness with every installed plugin, one agent. The sandbox is the default one
@@ -115,14 +116,19 @@ async def _wait_clean(
     return left
 
 
-def _config(sessions: int, workspace: str, unconfined: bool) -> dict[str, Any]:
+def _config(
+    sessions: int, workspace: str, unconfined: bool, cgroups: bool = True
+) -> dict[str, Any]:
     policy: dict[str, Any] = {"workspace_root": workspace}
     if unconfined:
         policy["mode"] = "danger-full-access"
-    return {
+    config: dict[str, Any] = {
         "sandbox-policy": policy,
         "terminals": {"max_sessions_per_owner": sessions + 16},
     }
+    if not cgroups:
+        config["owner-limits"] = {"cgroups": "off"}
+    return config
 
 
 def _sandbox_works(h: Harness) -> tuple[bool, str | None]:
@@ -143,11 +149,13 @@ async def run(
     sends: int = SENDS,
     concurrency: int = OPEN_CONCURRENCY,
     profile_dispose: str | None = None,
+    cgroups: bool = True,
 ) -> dict[str, Any]:
-    """Run the scale scenario once; return its figures (see the module docstring)."""
+    """Run the scale scenario once; return its figures (see the module docstring).
+    ``cgroups=False``: without the owner limits' cgroups (``cgroups = "off"``)."""
     owner = owner or f"bench-scale-{os.getpid()}"
     with tempfile.TemporaryDirectory(prefix="dsh-scale-") as workspace:
-        h = Harness(config=_config(sessions, workspace, unconfined))
+        h = Harness(config=_config(sessions, workspace, unconfined, cgroups))
         await h.start()
         try:
             if not unconfined:
@@ -155,7 +163,7 @@ async def run(
                 if not works:
                     await h.aclose()
                     unconfined = True
-                    h = Harness(config=_config(sessions, workspace, True))
+                    h = Harness(config=_config(sessions, workspace, True, cgroups))
                     await h.start()
                     print(f"bubblewrap does not work here ({why}): running unconfined")
             nofile = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -503,6 +511,9 @@ def main(argv: list[str] | None = None) -> int:
         "--json", help="where to save the result (default bench/results/scale.json)"
     )
     parser.add_argument("--profile-dispose", help="cProfile the dispose into this file")
+    parser.add_argument(
+        "--no-cgroups", action="store_true", help='owner limits off (cgroups = "off")'
+    )
     args = parser.parse_args(argv)
     started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     load = list(load_average())
@@ -512,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
             unconfined=args.unconfined,
             sends=args.sends,
             profile_dispose=args.profile_dispose,
+            cgroups=not args.no_cgroups,
         )
     )
     path = Path(args.json) if args.json else BENCH / "results" / "scale.json"

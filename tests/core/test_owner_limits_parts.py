@@ -1,5 +1,6 @@
-"""The parts of the owner limits that need no cgroup: config validation, memory sizes, and
-reading a host's cgroup layout from its mount table (v2, v1, hybrid, a container's view).
+"""The parts of the owner limits that need no cgroup: config validation, memory sizes,
+reading a host's cgroup layout from its mount table (v2, v1, hybrid, a container's view),
+and an owner's limit marks read from its files.
 The limits themselves, with real cgroups and processes: tests/reliability/test_owner_limits.py.
 """
 
@@ -36,6 +37,9 @@ from dsh_terminal_core.sandbox.limitconfig import memory_bytes
         {"kill_with": "prayer"},
         {"watch_interval_ms": 1},
         {"base_cpu_weight": 0},
+        {"runaway_cpu_percent": 0},
+        {"runaway_cpu_percent": 101},
+        {"runaway_cpu_percent": "10%"},
         {"memory": "1G"},
     ],
 )
@@ -117,3 +121,54 @@ async def test_a_child_that_cannot_join_its_cgroup_never_runs(
     assert caught.value.code == "LIMITS_UNAVAILABLE"
     assert "no-such-cgroup" in caught.value.message
     assert not marker.exists()
+
+
+def _files(directory: Path, **values: str) -> tuple[int, str]:
+    directory.mkdir(exist_ok=True)
+    for name, value in values.items():
+        (directory / name.replace("__", ".")).write_text(f"{value}\n")
+    return 1, str(directory)
+
+
+@pytest.mark.parametrize(
+    ("memory", "pids", "reached"),
+    [
+        # Far below both limits: the sessions need not be read.
+        ({"memory__max_usage_in_bytes": str(100 << 20)}, {"pids__peak": "10"}, (False, False)),
+        # A peak within a huge page and a batch of the limit counts as reached.
+        ({"memory__max_usage_in_bytes": str((512 << 20) - (3 << 20))}, {"pids__peak": "63"},
+         (True, False)),
+        ({"memory__max_usage_in_bytes": str(200 << 20)}, {"pids__peak": "64"}, (False, True)),
+        # Memory + swap met its own limit first.
+        ({"memory__max_usage_in_bytes": str(200 << 20),
+          "memory__memsw__limit_in_bytes": str(512 << 20),
+          "memory__memsw__max_usage_in_bytes": str(512 << 20)}, {"pids__peak": "1"},
+         (True, False)),
+        # A kernel without the peaks: read the sessions, as without marks.
+        ({}, {}, (True, True)),
+    ],
+)
+def test_an_owners_marks_say_whether_a_limit_can_have_been_met(
+    tmp_path: Path, memory: dict[str, str], pids: dict[str, str], reached: tuple[bool, bool]
+) -> None:
+    limits = {"memory__limit_in_bytes": str(512 << 20)}
+    group = CgroupGroup(
+        dirs=(str(tmp_path),),
+        kill_method="signal",
+        memory_dir=_files(tmp_path / "memory", **limits, **memory),
+        pids_dir=_files(tmp_path / "pids", pids__max="64", **pids),
+    )
+    marks = group.marks()
+    assert (marks.memory_reached, marks.pids_reached) == reached
+    assert marks.pids_max == 64
+
+
+def test_unlimited_owners_never_reach_a_mark(tmp_path: Path) -> None:
+    group = CgroupGroup(
+        dirs=(str(tmp_path),),
+        kill_method="signal",
+        memory_dir=(2, _files(tmp_path / "m", memory__max="max", memory__peak="999")[1]),
+        pids_dir=_files(tmp_path / "p", pids__max="max", pids__peak="5000"),
+    )
+    marks = group.marks()
+    assert (marks.memory_reached, marks.pids_reached, marks.pids_max) == (False, False, None)

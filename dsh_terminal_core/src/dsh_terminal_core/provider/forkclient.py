@@ -43,7 +43,14 @@ from ..kernel.errors import ErrorCode, TerminalError
 from ..kernel.turns import take_turn
 from . import hostguard, hostlimits
 
-__all__ = ["ForkServer", "ServedChild", "encode_request", "fork_server", "server_script"]
+__all__ = [
+    "ForkServer",
+    "ServedChild",
+    "encode_request",
+    "fork_server",
+    "server_script",
+    "serving",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -351,6 +358,7 @@ class ServedChild:
         finally:
             self._sock = None
             sock.close()
+            _serving.discard(self.pid)
         for fd in fds:
             os.close(fd)
         status = reply.get("status")
@@ -371,6 +379,7 @@ class ServedChild:
         sock, self._sock = self._sock, None
         if sock is None:
             return
+        _serving.discard(self.pid)
         with contextlib.suppress(OSError):
             os.killpg(self.pid, signal.SIGKILL)
         if self.pidfd is not None:  # also reaches a child whose server already died
@@ -379,9 +388,20 @@ class ServedChild:
         sock.close()
 
 
+_serving: set[int] = set()
+"""The pids of the server's children this process holds, unreaped (its live terminals)."""
+
+
+def serving() -> frozenset[int]:
+    """The fork server's terminal children this process has not had reaped or given up:
+    among the server's children, every other one was adopted (see :mod:`.strays`)."""
+    return frozenset(_serving)
+
+
 def _served(sock: socket.socket, reply: dict[str, Any], fds: list[int], name: str) -> ServedChild:
     pid = reply.get("pid")
     if isinstance(pid, int) and fds:
+        _serving.add(pid)
         return ServedChild(pid, fds[0], fds[1] if len(fds) > 1 else None, sock)
     sock.close()
     for fd in fds:

@@ -28,6 +28,13 @@ terminal (only the host's pid may connect, checked with ``SO_PEERCRED``):
 - a connection that closes before its child was reaped means the host gave the child up:
   the server SIGKILLs and reaps it.
 
+The server is a child subreaper (``PR_SET_CHILD_SUBREAPER``): a process a terminal's
+tree orphans — a ``setsid`` daemon whose parent exited, a double fork — is reparented
+to the server, not to the host's init (in a container: the world daemon, its PID 1).
+It stays findable below the server (the host's teardown ends those that carry a closed
+terminal's tag where no cgroup holds them, :mod:`.strays`), and the server reaps each at
+its exit, so none lingers as a zombie.
+
 The server dies with the host: ``PR_SET_PDEATHSIG`` (the host starts it from a thread
 that lives as long as the host), and end of file on the lifeline socket, whose other end
 only the host holds. On either, its remaining children are SIGKILLed.
@@ -214,6 +221,17 @@ class Server:
             if done:
                 del self._orphans[pid]
                 _close_pidfd(child)
+        self._reap_adopted()
+
+    def _reap_adopted(self) -> None:
+        """Reap the exited processes the server adopted as subreaper. Its own terminal
+        children are never reaped here: each stays a zombie until the host asks."""
+        own = {child.pid for child in self._children.values()} | set(self._orphans)
+        for pid in _children_of_self():
+            if pid in own:
+                continue
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
 
     # -- requests --------------------------------------------------------------------
 
@@ -436,14 +454,28 @@ def _close_pidfd(child: _Child) -> None:
         child.pidfd = None
 
 
+def _children_of_self() -> list[int]:
+    """The server's children, its adopted ones included (``/proc/self/task/*/children``)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError), open(
+                f"/proc/self/task/{task}/children", "rb"
+            ) as file:
+                found += [int(word) for word in file.read().split()]
+    return found
+
+
 def _die_with(host_pid: int) -> None:
-    """Ask the kernel to SIGKILL this process when the thread that started it ends."""
+    """Ask the kernel to SIGKILL this process when the thread that started it ends, and
+    to reparent the orphans of its terminals' trees to it (child subreaper)."""
     with contextlib.suppress(Exception):
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
+        pr_set_pdeathsig, pr_set_child_subreaper = 1, 36
         libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+        libc.prctl(pr_set_child_subreaper, 1, 0, 0, 0)
     if os.getppid() != host_pid:  # the host died before the request took effect
         os._exit(0)
 

@@ -41,6 +41,7 @@ from .process_table import ProcessIdentity, ProcessTable, default_process_table
 from .procfiles import KeptFiles
 from .procfs import read_stat
 from .scans import ScanShare
+from .strays import TAG_VARIABLE, new_tag, sweep_orphans
 from .taskfacts import (
     executable_id,
     quietly_asleep,
@@ -151,6 +152,8 @@ class LocalTerminalProvider:
         if self._probe is None:
             self._probe = default_stdin_probe()
         probe = self._probe
+        # The tag names everything this terminal starts, for the teardown without cgroups.
+        spec = attrs.evolve(spec, env={**spec.env, TAG_VARIABLE: new_tag()})
         async with loop_turn():
             hostlimits.check_descriptor_headroom(spec.argv[0], self._opening + 1)
             env = child_environment(spec.env)
@@ -676,9 +679,12 @@ class LocalTerminalProcess:
                 if self._reaper.live() or not self.exited:
                     raise
             else:
-                # What the tree cannot see (setsid daemons, double forks) is in the cgroup.
+                # What the tree cannot see (setsid daemons, double forks) is in the cgroup,
+                # or without one, orphaned to the fork server and tagged.
                 if group is not None:
-                    await group.clear(grace)
+                    await group.clear(grace, removal=False)
+                else:
+                    await sweep_orphans(self._spec.env[TAG_VARIABLE], grace)
         finally:
             if self._done.done():
                 self._channel.close()

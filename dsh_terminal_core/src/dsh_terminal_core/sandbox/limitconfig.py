@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_CPU_WEIGHT",
     "DEFAULT_MEMORY_PERCENT",
     "DEFAULT_PIDS_MAX",
+    "DEFAULT_RUNAWAY_CPU_PERCENT",
     "OwnerLimitsConfig",
     "host_memory_bytes",
     "memory_bytes",
@@ -30,6 +31,11 @@ DEFAULT_PIDS_MAX = 4096
 """An owner's shells may run this many processes and threads together (``pids.max``)."""
 DEFAULT_CPU_WEIGHT = 100
 """Each owner's share of a busy CPU: equal between owners (``cpu.weight``, v1 shares 1024)."""
+DEFAULT_RUNAWAY_CPU_PERCENT = 10
+"""A session that trips a limit as a runaway does (a fork bomb at the process limit, a
+hog the kernel kills for memory) is held to this share of one CPU until it calms down:
+a fork bomb's bursts of hundreds of waking processes otherwise delay every other owner
+(see :mod:`.limitwatch`)."""
 DEFAULT_BASE_CPU_WEIGHT = 400
 """The weight of all owners together against the harness's other cgroups (and, on a v1
 host whose harness runs in the root cgroup, against each other process there): four
@@ -63,6 +69,16 @@ def _check_weight(_inst: object, attribute: attrs.Attribute[int | None], value: 
         return
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10000:
         raise ValueError(f"{attribute.name} must be an integer from 1 to 10000; got {value!r}")
+
+
+def _check_percent(_inst: object, _attribute: object, value: int | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise ValueError(
+            f"runaway_cpu_percent must be an integer from 1 to 100 (percent of one CPU), or "
+            f"null for no cap; got {value!r}"
+        )
 
 
 def _check_parent(_inst: object, _attribute: object, value: str | None) -> None:
@@ -99,7 +115,9 @@ class OwnerLimitsConfig:
     cgroup v2 is mounted, else the v1 freezer). ``watch_interval_ms``: how often the
     limit counters are read to tell an owner that a limit was enforced.
     ``base_cpu_weight``: the CPU weight of the harness's cgroup of owners, all owners
-    together (:data:`DEFAULT_BASE_CPU_WEIGHT`).
+    together (:data:`DEFAULT_BASE_CPU_WEIGHT`). ``runaway_cpu_percent``: the share of one
+    CPU a session is held to once it trips a limit as a runaway does
+    (:data:`DEFAULT_RUNAWAY_CPU_PERCENT`; None: never capped).
     """
 
     cgroups: Literal["auto", "require", "off"] = attrs.field(
@@ -114,6 +132,9 @@ class OwnerLimitsConfig:
     )
     watch_interval_ms: int = attrs.field(default=1000, validator=_check_interval)
     base_cpu_weight: int = attrs.field(default=DEFAULT_BASE_CPU_WEIGHT, validator=_check_weight)
+    runaway_cpu_percent: int | None = attrs.field(
+        default=DEFAULT_RUNAWAY_CPU_PERCENT, validator=_check_percent
+    )
 
 
 def memory_bytes(value: int | str, *, total: int) -> int:

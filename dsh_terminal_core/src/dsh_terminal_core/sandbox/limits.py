@@ -22,7 +22,10 @@ is missing; a default the host cannot enforce is logged once and skipped.
 
 When the kernel enforces a limit — it kills a process for memory, or refuses a fork at
 the process limit — the owner gets a ``limit_reached`` notice naming the session and the
-limit (read from the counters every ``watch_interval_ms``).
+limit (read from the counters every ``watch_interval_ms``, an owner's sessions only when
+the owner's own counters say a limit can have been met), and a session that tripped it
+as a runaway does is held to ``runaway_cpu_percent`` % of one CPU until it calms down
+(:mod:`.limitwatch`).
 """
 
 from __future__ import annotations
@@ -49,8 +52,10 @@ from ..provider.cgroups import (
     is_refusal,
     make_dirs,
     own_tree_dir,
+    removals_done,
     supports_kill,
 )
+from .limitwatch import CALM_S, LimitWatch
 from .limitconfig import (
     DEFAULT_CPU_WEIGHT,
     DEFAULT_MEMORY_PERCENT,
@@ -101,9 +106,11 @@ class OwnerLimitsService:
         self._config = config if config is not None else OwnerLimitsConfig()
         self._plan: LimitPlan | None = None
         self._refusal: TerminalError | None = None
-        self._owners: weakref.WeakKeyDictionary[Agent, str] = weakref.WeakKeyDictionary()
+        self._owners: weakref.WeakKeyDictionary[Agent, tuple[str, CgroupGroup]] = (
+            weakref.WeakKeyDictionary()
+        )
         self._numbers = itertools.count(1)
-        self._watched: dict[CgroupGroup, tuple[weakref.ref[Agent], str, LimitCounts]] = {}
+        self._watched = LimitWatch(self._notices, self._config.runaway_cpu_percent)
         self._watcher: asyncio.Task[None] | None = None
         self._disposed = False
 
@@ -147,7 +154,7 @@ class OwnerLimitsService:
         plan = self.plan()
         if plan is None or not plan.bases:
             return None
-        owner_name = self._owner_dir(owner, plan)
+        owner_name, owner_group = self._owner_dir(owner, plan)
         name = _UNSAFE.sub("_", session_id)[:64] or "session"
         dirs = [os.path.join(base, owner_name, name) for base in plan.bases.values()]
         try:
@@ -156,14 +163,15 @@ class OwnerLimitsService:
             raise _unavailable(f"cannot make the session's cgroup {exc.filename}: "
                                f"{exc.strerror}") from exc
         group = _group(plan, dirs)
-        self._watch(group, owner, session_id)
+        self._watch(owner, owner_group, group, session_id)
         return group
 
-    def _owner_dir(self, owner: Agent, plan: LimitPlan) -> str:
-        """The owner's cgroup directory name, made and limited at its first session."""
-        name = self._owners.get(owner)
-        if name is not None:
-            return name
+    def _owner_dir(self, owner: Agent, plan: LimitPlan) -> tuple[str, CgroupGroup]:
+        """The owner's cgroup directory name and group, made and limited at its first
+        session."""
+        known = self._owners.get(owner)
+        if known is not None:
+            return known
         name = f"o{next(self._numbers)}-{_UNSAFE.sub('_', owner.id)[:40]}"
         dirs = [os.path.join(base, name) for base in plan.bases.values()]
         try:
@@ -178,13 +186,15 @@ class OwnerLimitsService:
             ) from exc
         group = _group(plan, dirs)
         owner.on_dispose(lambda: group.clear(3.0), late=True)
-        self._owners[owner] = name
-        return name
+        self._owners[owner] = name, group
+        return name, group
 
     # -- telling the owner ------------------------------------------------------------
 
-    def _watch(self, group: CgroupGroup, owner: Agent, session_id: str) -> None:
-        self._watched[group] = (weakref.ref(owner), session_id, group.counts())
+    def _watch(
+        self, owner: Agent, owner_group: CgroupGroup, group: CgroupGroup, session_id: str
+    ) -> None:
+        self._watched.add(owner, owner_group, group, session_id)
         if self._watcher is None or self._watcher.done():
             with contextlib.suppress(RuntimeError):  # no running loop: nothing to watch on
                 self._watcher = asyncio.get_running_loop().create_task(self._watch_loop())
@@ -199,20 +209,15 @@ class OwnerLimitsService:
                 _log.exception("owner limits: reading the limit counters failed")
 
     def check_counters(self) -> None:
-        """Read each live session's limit counters; notify its owner of what rose."""
-        plan = self._plan
-        for group, (owner_ref, session_id, before) in list(self._watched.items()):
-            owner = owner_ref()
-            if group.removed or owner is None:
-                self._watched.pop(group, None)
-                continue
-            now = group.counts()
-            if now == before:
-                continue
-            self._watched[group] = (owner_ref, session_id, now)
-            for notice in _notices(plan, session_id, before, now):
-                if owner.live:
-                    owner.notify(notice)
+        """Read the limit counters that may have moved; notify the owners of what rose,
+        and cap or release runaway sessions (:mod:`.limitwatch`)."""
+        self._watched.check()
+
+    def _notices(
+        self, session_id: str, before: LimitCounts, now: LimitCounts, capped: bool
+    ) -> list[Notice]:
+        cap = self._config.runaway_cpu_percent if capped else None
+        return _notices(self._plan, session_id, before, now, cap)
 
     async def dispose(self) -> None:
         """Kill what is left in the service's cgroups and remove them all."""
@@ -222,6 +227,7 @@ class OwnerLimitsService:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._watcher
         self._watched.clear()
+        await removals_done()
         plan = self._plan
         if plan is not None and plan.bases:
             await _group(plan, list(plan.bases.values())).clear(3.0)
@@ -385,6 +391,7 @@ def _group(plan: LimitPlan, dirs: list[str]) -> CgroupGroup:
     by_mount = dict(zip(plan.bases, dirs, strict=True))
     memory = next((x for x in plan.limits if x.controller == "memory"), None)
     pids = next((x for x in plan.limits if x.controller == "pids"), None)
+    cpu = next((x for x in plan.limits if x.controller == "cpu"), None)
     kill_dir = by_mount.get(plan.kill_mount) if plan.kill_mount is not None else None
     return CgroupGroup(
         dirs=tuple(dirs),
@@ -392,6 +399,7 @@ def _group(plan: LimitPlan, dirs: list[str]) -> CgroupGroup:
         kill_dir=kill_dir,
         memory_dir=_counter_dir(memory, by_mount),
         pids_dir=_counter_dir(pids, by_mount),
+        cpu_dir=_counter_dir(cpu, by_mount),
     )
 
 
@@ -402,9 +410,20 @@ def _counter_dir(limit: _Limit | None, by_mount: dict[str, str]) -> tuple[int, s
 
 
 def _notices(
-    plan: LimitPlan | None, session_id: str, before: LimitCounts, now: LimitCounts
+    plan: LimitPlan | None,
+    session_id: str,
+    before: LimitCounts,
+    now: LimitCounts,
+    cpu_cap: int | None = None,
 ) -> list[Notice]:
-    """The ``limit_reached`` notices for counters that rose."""
+    """The ``limit_reached`` notices for counters that rose; ``cpu_cap``: the session is
+    held to that share of one CPU as a runaway."""
+    held = (
+        f"; the session is held to {cpu_cap}% of one CPU until no limit trips in it for "
+        f"{CALM_S:.0f} s"
+        if cpu_cap is not None
+        else ""
+    )
     values = {x.controller: x for x in plan.limits} if plan is not None else {}
     notices = []
     killed = now.oom_kills - before.oom_kills
@@ -415,8 +434,9 @@ def _notices(
             kind="limit_reached",
             text=(f"session {session_id}: the kernel killed {killed} process"
                   f"{'es' if killed > 1 else ''} at its owner's memory limit ({size}); "
-                  "the owner's other sessions and the host were not affected"),
-            data={"sessionId": session_id, "limit": "memory", "count": killed},
+                  f"the owner's other sessions and the host were not affected{held}"),
+            data={"sessionId": session_id, "limit": "memory", "count": killed,
+                  "cpuCapPercent": cpu_cap},
         ))
     refused = now.refused_forks - before.refused_forks
     if refused > 0:
@@ -426,8 +446,9 @@ def _notices(
             kind="limit_reached",
             text=(f"session {session_id}: {refused} fork{'s' if refused > 1 else ''} refused "
                   f"at its owner's process limit ({count}); a runaway can be stopped with "
-                  "terminal_signal or terminal_close"),
-            data={"sessionId": session_id, "limit": "pids", "count": refused},
+                  f"terminal_signal or terminal_close{held}"),
+            data={"sessionId": session_id, "limit": "pids", "count": refused,
+                  "cpuCapPercent": cpu_cap},
         ))
     return notices
 
