@@ -12,7 +12,7 @@ May import: the kernel only.
 from .cgroups import CgroupGroup, LimitCounts
 from .env import child_environment, is_scrubbed_name
 from .hostexit import kill_all_sync
-from .inspector import StdinProbe, TerminalIdentity
+from .inspector import QuietHelpers, StdinProbe, TerminalIdentity
 from .listening import (
     Listener,
     ListenerValue,
@@ -60,6 +60,7 @@ __all__ = [
     "ProcfsProcessTable",
     "PsutilProcessTable",
     "ShellControl",
+    "QuietHelpers",
     "StdinProbe",
     "TerminalIdentity",
     "TerminalProcess",
