@@ -71,7 +71,11 @@ class ShellPolicy:
     ``quiet_helpers``: for a shell that runs helper threads at its prompt, the waits in
     which they are known, from the shell's source, to end without output (see
     :class:`~dsh_terminal_core.provider.QuietHelpers`); without it a threaded shell is
-    proof of a read only once its helpers have gone.
+    proof of a read only once its helpers have gone. ``holds_interrupt_in_read``: the
+    shell's line editor, blocked in a plain ``read`` of the terminal (its ``poll`` said a
+    byte was there, and a cancel flushed it), takes a SIGINT only with the next byte,
+    which it then treats as input: a held SIGINT followed by the empty line that answers
+    it would run the part of a line the cancel cut (fish).
     """
 
     section: str
@@ -82,3 +86,4 @@ class ShellPolicy:
     """Called with the terminal's column count; ``resize`` makes a new one."""
     login_replay: LoginReplay | None = None
     quiet_helpers: QuietHelpers | None = None
+    holds_interrupt_in_read: bool = False

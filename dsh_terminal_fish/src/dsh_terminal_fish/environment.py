@@ -55,16 +55,18 @@ INIT = (
     "    builtin printf '\\e]133;D;%s\\a' $code\n"
     "    builtin functions -e fish_prompt fish_right_prompt fish_mode_prompt\n"
     "    builtin functions -c __dsh_prompt fish_prompt\n"
-    "end\n"
-    "function __dsh_int --on-signal SIGINT\n"
-    "    set -g __dsh_int 1\n"
-    f"    test -z (builtin commandline); and builtin printf '\\e]133;D;130\\a%s' '{PROMPT}'\n"
+    "    function __dsh_int --on-signal SIGINT\n"
+    "        set -g __dsh_int 1\n"
+    "        test -z (builtin commandline)\n"
+    f"        and builtin printf '\\e]133;D;130\\a%s' '{PROMPT}'\n"
+    "    end\n"
     "end\n"
     "function __dsh_cancel --on-event fish_cancel\n"
     "    builtin printf '\\e]133;D;130\\a'\n"
     "end\n"
     "function __dsh_run --on-event fish_preexec\n"
     "    set -e __dsh_int\n"
+    "    builtin functions -e __dsh_int\n"
     "end\n"
     "function __dsh_exit --on-event fish_exit\n"
     "    builtin printf '\\e]133;E;%s\\a' $status\n"
@@ -94,7 +96,7 @@ LOGIN_REPLAY = (
 """Run by ``-C`` after :data:`INIT`; does nothing unless the session carries definitions."""
 
 
-HELPERS = QuietHelpers(futex_ns=500_000_000, own_poll_ns=256_000_000)
+HELPERS = QuietHelpers(futex_ns=500_000_000, own_poll_ns=256_000_000, shared_fifos=True)
 """The waits fish's helper threads linger in after a line, known to end without output.
 
 fish highlights the command line (and runs other background work) on a thread pool.
@@ -107,6 +109,11 @@ fish's descriptor monitor (command substitutions' output) with nothing left to w
 polls only its own wake-up descriptor for 256 ms (its "wait lap") and then exits.
 Neither writes to the terminal: only the main thread draws. Without this declaration a
 fish send settles only once those threads are gone, about half a second after it.
+
+Every fish of the user opens the same named pipe, by its path, to hear of changes to
+universal variables (``shared_fifos``): a nested fish holds the one the fish that
+started it holds, which without the declaration made it look as if it waited on its
+parent.
 """
 
 
@@ -123,4 +130,5 @@ FISH = ShellPolicy(
     output_filter=AbandonedLines,
     login_replay=LoginReplay(dialect="fish"),
     quiet_helpers=HELPERS,
+    holds_interrupt_in_read=True,
 )

@@ -29,6 +29,7 @@ from .process_table import (
     PsutilProcessTable,
     default_process_table,
 )
+from .taskfacts import in_plain_read
 from .teardown import ShellControl, TreeReaper
 from .terminal import FOREGROUND_SIGNALS, LocalTerminalProcess, LocalTerminalProvider
 from .types import (
@@ -71,6 +72,7 @@ __all__ = [
     "child_environment",
     "default_process_table",
     "has_children",
+    "in_plain_read",
     "is_scrubbed_name",
     "kill_all_sync",
     "listeners",

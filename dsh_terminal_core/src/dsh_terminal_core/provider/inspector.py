@@ -59,10 +59,16 @@ class QuietHelpers:
     helper run, which the look's run stamps see). ``own_poll_ns``: a ``poll``/``select``
     with a timeout of at most this long, on the process's own descriptors only (its event
     sources and self-pipes), none of them readable. 0 declares none of that kind.
+    The declaration holds for a process running the shell's executable only.
     """
 
     futex_ns: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     own_poll_ns: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    #: The named pipes it opens for reading and writing are shared by all its instances
+    #: (see :meth:`.channels.ChannelJudge.only_own`): a nested instance holding the one
+    #: its parent instance holds too is still waiting for the user. Holds for every
+    #: thread.
+    shared_fifos: bool = False
 
 
 @attrs.frozen(kw_only=True)

@@ -181,14 +181,16 @@ class LinuxStdinProbe:
         tids = self._threads(pid)
         if tids is None:
             return None
+        quiet = _declared(pid, helpers)
         if tids == [str(pid)]:
-            stamps = self._reading_stamps(pid, tids, terminal, first_only=True, kept=kept)
+            stamps = self._reading_stamps(
+                pid, tids, terminal, first_only=True, kept=kept, helpers=quiet
+            )
             if not stamps:
                 return None
             return ReaderWait(wakes=wakes_in(stamps[0]), stamp=stamps[0])
         if len(tids) > _MAX_THREADS:
             return None
-        quiet = _declared(pid, helpers)
         with ProcessFiles(pid, self._proc, kept) as files:
             whole = Look(self, files, terminal, polling=False, helpers=quiet).all_threads(tids)
         if whole is None or not whole.reading:
@@ -339,13 +341,14 @@ class LinuxStdinProbe:
         tids = self._threads(pid)
         if tids is None:
             return None
+        quiet = _declared(pid, helpers)
         if tids != [str(pid)]:
             return self._threads_wait(
-                pid, tids, terminal, polling=polling and leader, helpers=_declared(pid, helpers)
+                pid, tids, terminal, polling=polling and leader, helpers=quiet
             )
         single = leader
         with ProcessFiles(pid, self._proc) as files:
-            look = Look(self, files, terminal, polling=polling and single)
+            look = Look(self, files, terminal, polling=polling and single, helpers=quiet)
             stamps = [stamp for stamp in map(look.reading_stamp, tids) if stamp is not None]
             if not stamps:
                 return look if look.polled is not None else None
@@ -462,11 +465,12 @@ class LinuxStdinProbe:
         *,
         first_only: bool,
         kept: KeptFiles | None = None,
+        helpers: QuietHelpers | None = None,
     ) -> list[bytes]:
         """The run stamps of ``pid``'s threads seen blocked reading ``terminal``."""
         stamps: list[bytes] = []
         with ProcessFiles(pid, self._proc, kept) as files:
-            look = Look(self, files, terminal, polling=False)
+            look = Look(self, files, terminal, polling=False, helpers=helpers)
             for tid in tids:
                 stamp = look.reading_stamp(tid)
                 if stamp is not None:

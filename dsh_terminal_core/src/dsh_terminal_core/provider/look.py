@@ -143,7 +143,7 @@ class Look:
                     polled = max(self._timeout_ns(call, args) or 0, 0)
             if proof or polled:
                 assert waits is not None
-                if not self._channels.only_own(self._files, waits.wakes, self.refers):
+                if not self._only_own(waits.wakes):
                     proof = False
                     polled = 0
         if (proof or polled) and self.runs(tid) == before:
@@ -274,7 +274,7 @@ class Look:
         if short and (not terminal or timeout is None or timeout <= 0):
             if terminal or not self._quiet_own_poll(tid, timeout):
                 return None
-        if not self._channels.only_own(self._files, waits.wakes, self.refers) and (
+        if not self._only_own(waits.wakes) and (
             self._partners is None
             or not self._partners.accept(self._files, waits.wakes, self.refers)
         ):
@@ -286,6 +286,11 @@ class Look:
         if not terminal:
             return -1
         return timeout if short and timeout is not None else 0
+
+    def _only_own(self, fds: list[int]) -> bool:
+        """Every descriptor in ``fds`` is the terminal or the process's own event source."""
+        shared = self._helpers is not None and self._helpers.shared_fifos
+        return self._channels.only_own(self._files, fds, self.refers, shared_fifos=shared)
 
     def _quiet_own_poll(self, tid: str, timeout_ns: int | None) -> bool:
         """A helper thread's short wait off the terminal that its program declares quiet.
