@@ -61,10 +61,8 @@ def nested(plain: bool = False) -> str:
 
 # The status a line of builtins leaves when a Ctrl-C stops it: bash's 130; zsh's 130 too
 # (its TRAPINT), or 1 when the signal lands inside a builtin's write, which then fails;
-# fish keeps the status of the last builtin that ran (``true``'s 0 in :func:`busy_loop`):
-# a fish that observes SIGINT (a handler) no longer cancels a running line, so its
-# protocol observes it only at the prompt (docs/shells.md), 130 there.
-_INTERRUPTED = {"shell": (130,), "zsh": (130, 1), "fish": (130, 0)}
+# fish's 130 comes from its protocol's SIGINT handler (docs/shells.md).
+_INTERRUPTED = {"shell": (130,), "zsh": (130, 1), "fish": (130,)}
 
 
 def interrupted_codes() -> tuple[int, ...]:

@@ -312,7 +312,9 @@ async def _cancel(s: _Stream) -> None:
     s.status = (
         frozenset({result.exit_code}) if result.exit_code is not None else s.status | {130, code}
     )
-    s.held = s.held | s.status
+    # fish's own status: the line's (it may have finished before the SIGINT, which then
+    # found fish at its prompt: the marker says 130), 130 (interrupted) or as it was.
+    s.held = s.held | s.status | {130, code}
 
 
 async def _background(s: _Stream) -> None:
