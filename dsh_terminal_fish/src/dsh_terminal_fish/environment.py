@@ -45,6 +45,7 @@ INIT = (
     "set -g fish_history ''\n"
     "set -g fish_autosuggestion_enabled 0\n"
     "function __dsh_prompt\n"
+    "    set -e __dsh_running\n"
     "    builtin functions -q __dsh_on_prompt __dsh_int\n"
     "    or builtin printf '%s\\n' $__dsh_init | builtin source\n"
     f"    builtin printf '%s' '{PROMPT}'\n"
