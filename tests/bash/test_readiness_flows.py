@@ -79,10 +79,7 @@ async def test_cancel_within_loop_turns_of_the_send_never_runs_part_of_the_line(
             await _next_line_runs_alone(h, agent, sid, f"next-{i}")
 
 
-# fish: about 1 round in 75 settles by silence: a SIGINT that finds fish reading the
-# line at the cancel leaves it at an empty prompt that answers later SIGINTs with
-# nothing (docs/shells.md); never a wrong exit code, not yet explained.
-@pytest.mark.shells("shell", "zsh")
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_cancel_interrupts_a_command_that_takes_the_foreground_late() -> None:
     async with harness() as h:
         agent = h.create_agent("a")

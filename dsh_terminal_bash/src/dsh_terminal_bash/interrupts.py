@@ -28,8 +28,10 @@ from dsh_terminal_core.provider import TerminalProcess, in_plain_read
 from dsh_terminal_core.registry import SessionStatus, WaitReason
 
 from .config import BashConfig
+from .environment import PROMPT
 from .operation import BashSendOperation
 from .readiness import Readiness
+from .scrollback import Scrollback
 from .shell import ShellPolicy
 
 __all__ = ["CancelEnforcement"]
@@ -52,6 +54,7 @@ class CancelEnforcement:
     _marker_event: asyncio.Event
     _interrupt_unanswered: bool
     _shell: ShellPolicy
+    _scrollback: Scrollback
 
     if TYPE_CHECKING:
         # What it calls on the session: defined in session.py and probe.py.
@@ -177,6 +180,8 @@ class CancelEnforcement:
                 return  # busy between reads: wait for its read, or for its command
             if not busy and self._fed_plain_read(foreground, state, now):
                 return  # a byte is on its way to the read: signal it at its next wait
+            if not busy and self._reprompted_empty_line(state):
+                return  # an empty line is on its way: its prompt answers the cancel
             state.shell_signalled_at = now
             state.markers_at_signal = self._markers
         elif foreground in state.groups:
@@ -207,6 +212,32 @@ class CancelEnforcement:
         state.fed_at = now
         with contextlib.suppress(OSError, TerminalError):
             self._process.write_now(b" ")
+        return True
+
+    def _reprompted_empty_line(self, state: _CancelState) -> bool:
+        """Type an empty line to a shell that sits, unanswering, at an empty prompt.
+
+        Seen with fish about once in 75 cancels that land while it reads the line: after
+        a SIGINT it sits reading at its prompt with nothing on the line and no marker
+        printed, and further SIGINTs bring nothing. The shell is signalled, proved blocked
+        reading (so everything it drew is on the screen), nothing is pending, no marker
+        came since the SIGINT, and the line on the screen is the bare prompt (spaces at
+        most: the one a cancel may have typed, see :meth:`_fed_plain_read`), so its line
+        editor holds nothing that an Enter could run: the empty line brings a new prompt,
+        which says 130 as the SIGINT left it. Once per cancel, for such a shell only.
+        """
+        if not self._shell.holds_interrupt_in_read or state.reprompted:
+            return False
+        if state.markers_at_signal is None or self._markers != state.markers_at_signal:
+            return False
+        line = self._scrollback.open_line
+        if not line.startswith(PROMPT) or line[len(PROMPT) :].strip(" "):
+            return False
+        if self._process.pending_output() or self._process.unread_input():
+            return False
+        state.reprompted = True
+        with contextlib.suppress(OSError, TerminalError):
+            self._process.write_now(b"\r")
         return True
 
     def _running_own_line(self, foreground: int, state: _CancelState, now: float) -> bool:
@@ -302,3 +333,5 @@ class _CancelState:
     running_markers: int = 0
     # When a space was last fed to a shell holding its SIGINT in a plain read.
     fed_at: float | None = None
+    # An empty line was typed to a shell sitting at an empty prompt without answering.
+    reprompted: bool = False

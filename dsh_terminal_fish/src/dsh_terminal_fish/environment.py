@@ -10,14 +10,20 @@ every repaint. So the marker is printed by a handler of the ``fish_prompt`` even
 fish fires once before each new prompt, with ``$status`` still the last command's. The
 handler also re-asserts ``fish_prompt`` (and empties the right and mode prompts), so a
 ``function fish_prompt ...`` of a command never survives to the next prompt; the prompt
-function re-installs the handler if a command erased it. The EXIT marker is printed by a
-``fish_exit`` handler.
+function re-installs the handlers if a command erased them. The EXIT marker is printed
+by a ``fish_exit`` handler. Commands a user function could shadow (``printf``,
+``functions``, ``commandline``, ``source``, ``math``) are called through ``builtin``;
+``set``, ``test``, ``string`` and ``status`` cannot be shadowed.
 
 A Ctrl-C brings no new prompt event in fish: at an empty command line fish does nothing,
 and a partial one is cleared and redrawn. So a ``SIGINT`` handler prints the marker and
 the prompt for an empty line, and a ``fish_cancel`` handler the marker before fish redraws
 a partial one; the marker says 130 (bash's ``$?`` after a Ctrl-C) until the next command
-runs (``fish_preexec``). fish's own ``$status`` is left as it was.
+runs (``fish_preexec``). fish's own ``$status`` is left as it was. fish does not cancel
+a running line on a SIGINT a handler observes, so while a line runs (from
+``fish_preexec`` to the next prompt) the handler disarms itself and raises SIGINT again,
+which fish then takes as a Ctrl-C (a loop of builtins stops; its prompt says 130); the
+next prompt re-arms it.
 
 With ``environment = "login"`` the functions (aliases among them) a fish login shell
 ended with ride in ``DSH_LOGIN_DEFINITIONS_<n>`` variables (:mod:`dsh_terminal_bash.login`);
@@ -27,8 +33,11 @@ variables, so nothing the session runs inherits them.
 History is kept in memory only (``fish_history`` empty); the greeting and
 autosuggestions are off.
 
-A nested ``fish`` reads the user's config and draws its own prompt: it settles through
-the exact stdin-wait tier, without an exit code.
+A nested ``fish`` does not inherit ``-C``: the protocol's ``fish`` function passes it on
+(``command fish -C ...``, for an interactive fish only), after the user's config, so a
+nested fish settles on its prompt with exit codes. A fish started otherwise (``exec
+fish``, ``sudo fish``) reads the user's config and draws its own prompt: it settles
+through the exact stdin-wait tier, without an exit code.
 """
 
 from __future__ import annotations
