@@ -1,8 +1,7 @@
 """Cancel as a real Ctrl-C, exit codes that survive the noise, nested shells.
 
-Each flow runs at least 50 times on one shell (a tenth as many on fish, whose sends settle
-later: ``tests/shells.py``) with the production timing defaults, for each shell the flow
-holds for, and asserts, every time, the exact wait reason, the exit code and that the
+Each flow runs at least 50 times on one shell with the production timing defaults, for
+each shell the flow holds for (``tests/shells.py``), and asserts, every time, the exact wait reason, the exit code and that the
 output belongs to the command that was sent.
 """
 
