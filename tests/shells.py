@@ -20,11 +20,8 @@ from . import helpers
 #: The shells a run covers; ``DSH_TEST_SHELLS=shell`` narrows a run to bash (the world
 #: run of the readiness suites does, to keep its time: tests/worlds/test_world_stdio.py).
 SHELLS = tuple(os.environ.get("DSH_TEST_SHELLS", "shell,zsh,fish").split(","))
-#: Where a test names no shells. fish runs only the tests marked for it: its sessions
-#: settle exactly, but a fish line editor's worker threads keep it from proving its read
-#: for up to half a second after a line (docs/shells.md), and type-ahead of several
-#: lines is not yet reliable, so the full flows are not yet asserted for it.
-DEFAULT_SHELLS = ("shell", "zsh")
+#: Where a test names no shells: all three (a test that holds for fewer says so).
+DEFAULT_SHELLS = ("shell", "zsh", "fish")
 _PROGRAM = {"shell": "bash", "zsh": "zsh", "fish": "fish"}
 
 # Spellings that differ: a subshell exiting with a status, and the status of the last command.
@@ -60,7 +57,8 @@ def nested(plain: bool = False) -> str:
 
 
 # The status a line of builtins leaves when a Ctrl-C stops it: bash's 130; zsh's 130 too
-# (its TRAPINT), or 1 when the signal lands inside a builtin's write, which then fails.
+# (its TRAPINT), or 1 when the signal lands inside a builtin's write, which then fails;
+# fish's 130 comes from its protocol's SIGINT handler (docs/shells.md).
 _INTERRUPTED = {"shell": (130,), "zsh": (130, 1), "fish": (130,)}
 
 
@@ -69,9 +67,9 @@ def interrupted_codes() -> tuple[int, ...]:
     return _INTERRUPTED[helpers.shell_type]
 
 
-# fish settles each send about half a second later (its worker threads, docs/shells.md),
-# so its share of a suite runs a tenth of the rounds (at least 5) to keep the suite's time.
-_ROUND_SHARE = {"shell": 1, "zsh": 1, "fish": 10}
+# Every shell runs a flow's full rounds (fish's sends settle as fast as the others' since
+# its helper threads are declared: docs/shells.md).
+_ROUND_SHARE = {"shell": 1, "zsh": 1, "fish": 1}
 
 
 def rounds(full: int) -> int:

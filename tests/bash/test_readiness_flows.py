@@ -1,8 +1,7 @@
 """Cancel as a real Ctrl-C, exit codes that survive the noise, nested shells.
 
-Each flow runs at least 50 times on one shell (a tenth as many on fish, whose sends settle
-later: ``tests/shells.py``) with the production timing defaults, for each shell the flow
-holds for, and asserts, every time, the exact wait reason, the exit code and that the
+Each flow runs at least 50 times on one shell with the production timing defaults, for
+each shell the flow holds for (``tests/shells.py``), and asserts, every time, the exact wait reason, the exit code and that the
 output belongs to the command that was sent.
 """
 
@@ -64,9 +63,7 @@ async def _next_line_runs_alone(
     assert after.viewport == f"{token}\n", (token, after.viewport)
 
 
-# fish: a Ctrl-C while fish is between its reads, or inside a loop of builtins, does not
-# always bring a marked prompt (docs/shells.md); those sends settle by silence there.
-@pytest.mark.shells("shell", "zsh")
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_cancel_within_loop_turns_of_the_send_never_runs_part_of_the_line() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
@@ -172,9 +169,7 @@ async def test_cancel_outlived_by_a_busy_shell_still_drops_the_part_it_read(
             await _next_line_runs_alone(h, agent, sid, f"next-{i}", code=5)
 
 
-# fish: a Ctrl-C while fish is between its reads, or inside a loop of builtins, does not
-# always bring a marked prompt (docs/shells.md); those sends settle by silence there.
-@pytest.mark.shells("shell", "zsh")
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_cancel_stops_a_loop_the_shell_runs_by_itself(tmp_path: Path) -> None:
     running = tmp_path / "running"
     os.mkfifo(running)
@@ -231,8 +226,10 @@ async def test_exit_code_survives_a_job_notice() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
         sid = await open_shell(h, agent)
+        # fish announces no job when it starts one: its pid is asked for.
+        start = "sleep 0.01 &; echo [1] $last_pid" if current() == "fish" else "sleep 0.01 &"
         for i in range(rounds(ROUNDS)):
-            started = await send(h, agent, sid, "sleep 0.01 &")
+            started = await send(h, agent, sid, start)
             found = re.search(r"\[\d+\] (\d+)", started.viewport)
             assert found, started.viewport
             pid = int(found.group(1))
@@ -297,7 +294,7 @@ async def test_exit_code_survives_quitting_less() -> None:
             assert check.viewport == f"less-{i}\n", (i, check.viewport)
 
 
-@pytest.mark.shells("shell", "zsh")  # a nested fish reads the user's config (docs/shells.md)
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_nested_shell_settles_on_its_prompt_with_exit_codes() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
@@ -313,7 +310,7 @@ async def test_nested_shell_settles_on_its_prompt_with_exit_codes() -> None:
             assert (left.wait_reason, left.exit_code) == (STDIN, i % 7 + 1), (i, left)
 
 
-@pytest.mark.shells("shell", "zsh")
+@pytest.mark.shells("shell", "zsh", "fish")
 async def test_forged_marker_inside_a_nested_shell_does_not_settle_early() -> None:
     async with harness() as h:
         agent = h.create_agent("a")
@@ -321,7 +318,9 @@ async def test_forged_marker_inside_a_nested_shell_does_not_settle_early() -> No
         await send(h, agent, sid, nested())
         loop = asyncio.get_running_loop()
         started = loop.time()
-        result = await send(h, agent, sid, r"printf '\033]133;D;0\007dsh> '; sleep 1; (exit 6)")
+        result = await send(
+            h, agent, sid, r"printf '\033]133;D;0\007dsh> '; sleep 1; " + exit_with(6)
+        )
         assert loop.time() - started >= 0.9, result
         assert (result.wait_reason, result.exit_code) == (STDIN, 6)
         left = await send(h, agent, sid, "exit")

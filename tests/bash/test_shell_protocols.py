@@ -58,6 +58,25 @@ async def test_a_replaced_prompt_never_survives_to_the_next_prompt() -> None:
             assert result.viewport.rstrip("\n").split("\n")[-1] == f"healed-{i}", result
 
 
+@pytest.mark.shells("fish")
+async def test_user_functions_named_as_the_protocols_commands_change_nothing() -> None:
+    # The commands of fish's protocol a function may shadow run through ``builtin``.
+    async with harness() as h:
+        agent = h.create_agent("a")
+        sid = await open_shell(h, agent)
+        for name in ("printf", "functions", "commandline", "source", "math"):
+            defined = await send(h, agent, sid, f"function {name}; echo shadow-{name}; end")
+            assert (defined.wait_reason, defined.exit_code) == (STDIN, 0), defined
+        for i in range(5):
+            result = await send(h, agent, sid, f"echo still-{i}; {exit_with(4)}")
+            assert (result.wait_reason, result.exit_code) == (STDIN, 4), result
+            assert result.viewport == f"still-{i}\n", result
+        # A Ctrl-C at the prompt runs the protocol's SIGINT handler (``commandline``).
+        await h.ctx.terminals.signal(agent, sid, "SIGINT")
+        after = await send(h, agent, sid, "echo after")
+        assert (after.wait_reason, after.exit_code, after.viewport) == (STDIN, 0, "after\n")
+
+
 @pytest.mark.shells(*ALL)
 async def test_an_incomplete_line_waits_for_its_rest() -> None:
     async with harness() as h:

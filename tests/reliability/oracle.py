@@ -107,6 +107,10 @@ class _Stream:
     serial: int = 0
     # Exit codes the shell's $? may hold at its next (or current) prompt.
     status: frozenset[int] = frozenset({0})
+    # fish: what its own ``$status`` may hold. Its marker says 130 after a Ctrl-C at the
+    # prompt until the next command runs, without changing ``$status``; a line that only
+    # starts a background job leaves ``$status`` alone, so its marker shows it again.
+    held: frozenset[int] = frozenset({0})
     # A command that outlived its budget and may still be running: (token, exit code).
     pending: tuple[str, int] | None = None
     # Tokens that may still show up late (interrupted or finished commands).
@@ -211,6 +215,7 @@ async def _plain(s: _Stream) -> None:
         allowed=frozenset(s.stray),
     )
     s.status = frozenset({code})
+    s.held = s.status
 
 
 async def _slow(s: _Stream) -> None:
@@ -230,6 +235,7 @@ async def _slow(s: _Stream) -> None:
     )
     s.pending = (own, code)
     s.status = frozenset({code})
+    s.held = s.status
 
 
 async def _wait(s: _Stream) -> None:
@@ -260,6 +266,7 @@ async def _sigint(s: _Stream) -> None:
     # Interrupted, or (if it had just finished) the prompt interrupted: 130 either way,
     # unless the old prompt is still the one on screen.
     s.status = s.status | {130}
+    s.held = s.held | {130}
     s.pending = None
 
 
@@ -278,6 +285,7 @@ async def _type_ahead(s: _Stream) -> None:
     )
     s.pending = None
     s.status = frozenset({code})
+    s.held = s.status
 
 
 async def _cancel(s: _Stream) -> None:
@@ -304,13 +312,21 @@ async def _cancel(s: _Stream) -> None:
     s.status = (
         frozenset({result.exit_code}) if result.exit_code is not None else s.status | {130, code}
     )
+    # fish's own status: the line's (it may have finished before the SIGINT, which then
+    # found fish at its prompt: the marker says 130), 130 (interrupted) or as it was.
+    s.held = s.held | s.status | {130, code}
 
 
 async def _background(s: _Stream) -> None:
     job = f"sleep 0.0{s.rng.randint(1, 9)}; echo bg-{s.index}-{s.serial}"
     result = await s.send(f"sh -c '{job}' &" if s.fish else f"({job}) &")
-    s.judge("background", result, codes=frozenset({0}), allowed=frozenset(s.stray))
-    s.status = frozenset({0})
+    # Starting a background job sets bash's and zsh's status to 0; fish leaves its
+    # ``$status`` as the line before left it (``false; sleep 1 &; echo $status``: 1).
+    # Its marker may also still be the 130 of a Ctrl-C the line ran after.
+    codes = s.held | s.status if s.fish else frozenset({0})
+    s.judge("background", result, codes=codes, allowed=frozenset(s.stray))
+    s.status = codes if result.exit_code is None else frozenset({result.exit_code})
+    s.held = codes if s.fish else s.status
 
 
 async def _step(s: _Stream) -> None:

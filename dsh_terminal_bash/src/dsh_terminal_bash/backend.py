@@ -172,6 +172,7 @@ class ShellBackend:
             cols=context.cols or self._config.cols,
             grace_ms=self._config.dispose_grace_ms,
             cgroup=cgroup,
+            quiet_helpers=self._shell.quiet_helpers,
         )
         process = await self._provider.spawn_terminal(spec)
         session = BashSession(

@@ -24,12 +24,15 @@ from typing import TYPE_CHECKING
 import attrs
 
 from dsh_terminal_core.kernel.errors import TerminalError
-from dsh_terminal_core.provider import TerminalProcess
+from dsh_terminal_core.provider import TerminalProcess, in_plain_read
 from dsh_terminal_core.registry import SessionStatus, WaitReason
 
 from .config import BashConfig
+from .environment import PROMPT
 from .operation import BashSendOperation
 from .readiness import Readiness
+from .scrollback import Scrollback
+from .shell import ShellPolicy
 
 __all__ = ["CancelEnforcement"]
 
@@ -50,6 +53,8 @@ class CancelEnforcement:
     _markers: int
     _marker_event: asyncio.Event
     _interrupt_unanswered: bool
+    _shell: ShellPolicy
+    _scrollback: Scrollback
 
     if TYPE_CHECKING:
         # What it calls on the session: defined in session.py and probe.py.
@@ -173,6 +178,10 @@ class CancelEnforcement:
             busy = self._exact and self.prompt_reader() is None
             if busy and not self._running_own_line(foreground, state, now):
                 return  # busy between reads: wait for its read, or for its command
+            if not busy and self._fed_plain_read(foreground, state, now):
+                return  # a byte is on its way to the read: signal it at its next wait
+            if not busy and self._reprompted_empty_line(state):
+                return  # an empty line is on its way: its prompt answers the cancel
             state.shell_signalled_at = now
             state.markers_at_signal = self._markers
         elif foreground in state.groups:
@@ -183,6 +192,53 @@ class CancelEnforcement:
                 self._interrupt_unanswered = True
             else:
                 state.command_signalled = True
+
+    def _fed_plain_read(self, foreground: int, state: _CancelState, now: float) -> bool:
+        """Feed one space to a shell that would hold a SIGINT in the read it sits in.
+
+        fish's line editor reads a byte only after ``poll`` said one is there; a cancel
+        that flushed the terminal in between leaves it blocked in that ``read``, where a
+        SIGINT is only taken with the next byte, and that byte is then input: an empty
+        line would run the part of the line read before the flush. A space is inserted
+        into the line editor, which then waits in ``poll`` again, where the SIGINT drops
+        the whole line (the next look signals it). At most one space per poll interval.
+        """
+        if not (self._exact and self._shell.holds_interrupt_in_read):
+            return False
+        if not in_plain_read(foreground):
+            return False
+        if state.fed_at is not None and now - state.fed_at < self._config.poll_interval_ms / 1000:
+            return True
+        state.fed_at = now
+        with contextlib.suppress(OSError, TerminalError):
+            self._process.write_now(b" ")
+        return True
+
+    def _reprompted_empty_line(self, state: _CancelState) -> bool:
+        """Type an empty line to a shell that sits, unanswering, at an empty prompt.
+
+        Seen with fish about once in 75 cancels that land while it reads the line: after
+        a SIGINT it sits reading at its prompt with nothing on the line and no marker
+        printed, and further SIGINTs bring nothing. The shell is signalled, proved blocked
+        reading (so everything it drew is on the screen), nothing is pending, no marker
+        came since the SIGINT, and the line on the screen is the bare prompt (spaces at
+        most: the one a cancel may have typed, see :meth:`_fed_plain_read`), so its line
+        editor holds nothing that an Enter could run: the empty line brings a new prompt,
+        which says 130 as the SIGINT left it. Once per cancel, for such a shell only.
+        """
+        if not self._shell.holds_interrupt_in_read or state.reprompted:
+            return False
+        if state.markers_at_signal is None or self._markers != state.markers_at_signal:
+            return False
+        line = self._scrollback.open_line
+        if not line.startswith(PROMPT) or line[len(PROMPT) :].strip(" "):
+            return False
+        if self._process.pending_output() or self._process.unread_input():
+            return False
+        state.reprompted = True
+        with contextlib.suppress(OSError, TerminalError):
+            self._process.write_now(b"\r")
+        return True
 
     def _running_own_line(self, foreground: int, state: _CancelState, now: float) -> bool:
         """The session's busy shell has been running a line it took whole, for a while.
@@ -275,3 +331,7 @@ class _CancelState:
     # prompt count then (see ``BashSession._running_own_line``).
     running_since: float | None = None
     running_markers: int = 0
+    # When a space was last fed to a shell holding its SIGINT in a plain read.
+    fed_at: float | None = None
+    # An empty line was typed to a shell sitting at an empty prompt without answering.
+    reprompted: bool = False

@@ -25,6 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import attrs
 
+from dsh_terminal_core.provider import QuietHelpers
+
 __all__ = ["LoginReplay", "OutputFilter", "ShellPolicy"]
 
 OutputFilter = Callable[[bytes], bytes]
@@ -66,6 +68,14 @@ class ShellPolicy:
     of a multi-line send (a ``waitFor`` never matches them); ``output_filter``: makes the
     session's :data:`OutputFilter`, None for a shell that needs none; ``login_replay``:
     how its sessions take a login shell's functions and aliases (None: variables only).
+    ``quiet_helpers``: for a shell that runs helper threads at its prompt, the waits in
+    which they are known, from the shell's source, to end without output (see
+    :class:`~dsh_terminal_core.provider.QuietHelpers`); without it a threaded shell is
+    proof of a read only once its helpers have gone. ``holds_interrupt_in_read``: the
+    shell's line editor, blocked in a plain ``read`` of the terminal (its ``poll`` said a
+    byte was there, and a cancel flushed it), takes a SIGINT only with the next byte,
+    which it then treats as input: a held SIGINT followed by the empty line that answers
+    it would run the part of a line the cancel cut (fish).
     """
 
     section: str
@@ -75,3 +85,5 @@ class ShellPolicy:
     output_filter: Callable[[int], OutputFilter] | None = None
     """Called with the terminal's column count; ``resize`` makes a new one."""
     login_replay: LoginReplay | None = None
+    quiet_helpers: QuietHelpers | None = None
+    holds_interrupt_in_read: bool = False

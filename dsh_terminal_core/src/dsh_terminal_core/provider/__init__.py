@@ -12,7 +12,7 @@ May import: the kernel only.
 from .cgroups import CgroupGroup, LimitCounts
 from .env import child_environment, is_scrubbed_name
 from .hostexit import kill_all_sync
-from .inspector import StdinProbe, TerminalIdentity
+from .inspector import QuietHelpers, StdinProbe, TerminalIdentity
 from .listening import (
     Listener,
     ListenerValue,
@@ -29,6 +29,7 @@ from .process_table import (
     PsutilProcessTable,
     default_process_table,
 )
+from .taskfacts import in_plain_read
 from .teardown import ShellControl, TreeReaper
 from .terminal import FOREGROUND_SIGNALS, LocalTerminalProcess, LocalTerminalProvider
 from .types import (
@@ -60,6 +61,7 @@ __all__ = [
     "ProcfsProcessTable",
     "PsutilProcessTable",
     "ShellControl",
+    "QuietHelpers",
     "StdinProbe",
     "TerminalIdentity",
     "TerminalProcess",
@@ -70,6 +72,7 @@ __all__ = [
     "child_environment",
     "default_process_table",
     "has_children",
+    "in_plain_read",
     "is_scrubbed_name",
     "kill_all_sync",
     "listeners",

@@ -73,10 +73,23 @@ class ChannelJudge:
         return self._peers
 
     def only_own(
-        self, files: ProcessFiles, fds: Iterable[int], is_terminal: Callable[[int], bool]
+        self,
+        files: ProcessFiles,
+        fds: Iterable[int],
+        is_terminal: Callable[[int], bool],
+        *,
+        shared_fifos: bool = False,
     ) -> bool:
         """True if every fd in ``fds`` is the terminal or one of the process's own event
-        sources, so nothing but the user or the process itself can end the wait."""
+        sources, so nothing but the user or the process itself can end the wait.
+
+        ``shared_fifos``: the process's program declares that the named pipes it opens
+        for reading and writing are a meeting point of all its instances (fish's
+        universal-variable notifier: every fish of the user opens the same one by its
+        path). A relative holding such a pipe then says nothing, as an unrelated
+        process holding it never does: it opened the pipe itself rather than
+        inheriting this process's end.
+        """
         pipes: set[str] = set()
         peers: set[str] = set()
         if not self._sort(files, fds, is_terminal, pipes, peers, 0):
@@ -92,6 +105,10 @@ class ChannelJudge:
         for link in peers:
             if not self._holds_end(files, own.starttime, link, writer=False):
                 return False
+        if shared_fifos:
+            pipes = {link for link in pipes if not link.startswith("/")}
+            if not pipes and not peers:
+                return True
         return not self._held_elsewhere(own, pipes | peers)
 
     def _holds_end(self, files: ProcessFiles, starttime: int, link: str, *, writer: bool) -> bool:

@@ -18,7 +18,9 @@ from .procfiles import KeptFiles
 __all__ = [
     "NullStdinProbe",
     "PollingWait",
+    "QuietHelpers",
     "ReaderWait",
+    "ShellHelpers",
     "StdinProbe",
     "TerminalIdentity",
     "default_stdin_probe",
@@ -38,6 +40,44 @@ class TerminalIdentity:
     inode: int
     rdev: int
     path: str
+
+
+@attrs.frozen(kw_only=True)
+class QuietHelpers:
+    """Waits in which one program's helper threads are known to end without a sound.
+
+    The threaded-readiness rule (:mod:`.inspector_linux`) takes no thread that wakes by
+    itself within a second as asleep: in general nobody knows what it does then. A
+    program whose source says what its helper threads do when such a wait runs out (an
+    idle worker of a thread pool leaves the pool; an idle descriptor monitor ends its
+    lap and exits) may declare those waits here, for every thread of it but its main
+    one; its process then counts as waiting whole once its main thread is in a proof
+    wait on the terminal and every helper is in one of them.
+
+    ``futex_ns``: a ``futex`` sleep whose timeout runs out within this long (a condition
+    variable's timed wait for work; a wake-up from a thread that queued work makes the
+    helper run, which the look's run stamps see). ``own_poll_ns``: a ``poll``/``select``
+    with a timeout of at most this long, on the process's own descriptors only (its event
+    sources and self-pipes), none of them readable. 0 declares none of that kind.
+    The declaration holds for a process running the shell's executable only.
+    """
+
+    futex_ns: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    own_poll_ns: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    #: The named pipes it opens for reading and writing are shared by all its instances
+    #: (see :meth:`.channels.ChannelJudge.only_own`): a nested instance holding the one
+    #: its parent instance holds too is still waiting for the user. Holds for every
+    #: thread.
+    shared_fifos: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class ShellHelpers:
+    """:class:`QuietHelpers` of the processes that run one executable (``(device, inode)``
+    of ``/proc/<pid>/exe``): the session's shell and any instance of it started inside."""
+
+    executable: tuple[int, int]
+    waits: QuietHelpers
 
 
 class ReaderWait(NamedTuple):
@@ -99,12 +139,17 @@ class StdinProbe(Protocol):
         ...
 
     def reader_wait(
-        self, pid: int, terminal: TerminalIdentity, kept: KeptFiles | None = None
+        self,
+        pid: int,
+        terminal: TerminalIdentity,
+        kept: KeptFiles | None = None,
+        helpers: ShellHelpers | None = None,
     ) -> ReaderWait | None:
         """Describe ``pid``'s wait if some thread of it is blocked reading ``terminal``.
 
         ``kept``: ``/proc`` files held open across looks, used when they are ``pid``'s
-        (Linux only).
+        (Linux only). ``helpers``: the helper-thread waits that count as quiet in a
+        process running that executable.
         """
         ...
 
@@ -118,12 +163,14 @@ class StdinProbe(Protocol):
         """
         ...
 
-    def group_wait(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | PollingWait | None:
+    def group_wait(
+        self, pgid: int, terminal: TerminalIdentity, helpers: ShellHelpers | None = None
+    ) -> ReaderWait | PollingWait | None:
         """What :meth:`group_reader` finds, or else the :class:`PollingWait` of a group that
         is its leader alone, polling the terminal; None when neither is known.
 
         One look answers both: the polling answer costs more only when the leader is in a
-        wait that ends by itself soon.
+        wait that ends by itself soon. ``helpers`` as for :meth:`reader_wait`.
         """
         ...
 
@@ -138,14 +185,20 @@ class NullStdinProbe:
         return False
 
     def reader_wait(
-        self, pid: int, terminal: TerminalIdentity, kept: KeptFiles | None = None
+        self,
+        pid: int,
+        terminal: TerminalIdentity,
+        kept: KeptFiles | None = None,
+        helpers: ShellHelpers | None = None,
     ) -> ReaderWait | None:
         return None
 
     def group_reader(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | None:
         return None
 
-    def group_wait(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | PollingWait | None:
+    def group_wait(
+        self, pgid: int, terminal: TerminalIdentity, helpers: ShellHelpers | None = None
+    ) -> ReaderWait | PollingWait | None:
         return None
 
 

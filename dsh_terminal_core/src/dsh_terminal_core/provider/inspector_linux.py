@@ -68,14 +68,14 @@ from typing import Literal
 from . import lookparts as parts
 from .borrow import drained_pipe
 from .channels import ChannelJudge
-from .inspector import PollingWait, ReaderWait, TerminalIdentity
+from .inspector import PollingWait, QuietHelpers, ReaderWait, ShellHelpers, TerminalIdentity
 from .look import SHORT_WAIT_NS, Look
 from .lookparts import GENERAL, Handover, Polled
 from .partners import PartnerJudge
 from .procfiles import KeptFiles, ProcessFiles
 from .procfs import PROC, iter_pids, read_bytes, read_stat
 from .syscalls import SyscallTable, Wait, current_table
-from .taskfacts import reaped_cpu, sole_member, wakes_in, write_calls
+from .taskfacts import executable_id, reaped_cpu, sole_member, wakes_in, write_calls
 
 __all__ = ["GENERAL", "SHORT_WAIT_NS", "LinuxStdinProbe"]
 
@@ -150,7 +150,11 @@ class LinuxStdinProbe:
         return self.reader_wait(pid, terminal) is not None
 
     def reader_wait(
-        self, pid: int, terminal: TerminalIdentity, kept: KeptFiles | None = None
+        self,
+        pid: int,
+        terminal: TerminalIdentity,
+        kept: KeptFiles | None = None,
+        helpers: ShellHelpers | None = None,
     ) -> ReaderWait | None:
         """Describe ``pid``'s wait if some thread of it is blocked reading ``terminal``.
 
@@ -158,7 +162,8 @@ class LinuxStdinProbe:
         its thread's syscall line is the wait's stamp, and its wake count is in it. For
         a threaded process the main thread's wake count is read on both sides of the
         look, and a count that moved means the look saw no single wait (None). ``kept``:
-        files held open across looks, used when they are ``pid``'s.
+        files held open across looks, used when they are ``pid``'s. ``helpers``: waits
+        its helper threads may sit in, when ``pid`` runs that executable.
         """
         if self._table is None:
             return None
@@ -176,15 +181,18 @@ class LinuxStdinProbe:
         tids = self._threads(pid)
         if tids is None:
             return None
+        quiet = _declared(pid, helpers)
         if tids == [str(pid)]:
-            stamps = self._reading_stamps(pid, tids, terminal, first_only=True, kept=kept)
+            stamps = self._reading_stamps(
+                pid, tids, terminal, first_only=True, kept=kept, helpers=quiet
+            )
             if not stamps:
                 return None
             return ReaderWait(wakes=wakes_in(stamps[0]), stamp=stamps[0])
         if len(tids) > _MAX_THREADS:
             return None
         with ProcessFiles(pid, self._proc, kept) as files:
-            whole = Look(self, files, terminal, polling=False).all_threads(tids)
+            whole = Look(self, files, terminal, polling=False, helpers=quiet).all_threads(tids)
         if whole is None or not whole.reading:
             return None
         return ReaderWait(wakes=whole.wakes, stamp=None)
@@ -262,23 +270,31 @@ class LinuxStdinProbe:
         found = self._group(pgid, terminal, polling=False)
         return found if isinstance(found, ReaderWait) else None
 
-    def group_wait(self, pgid: int, terminal: TerminalIdentity) -> ReaderWait | PollingWait | None:
+    def group_wait(
+        self, pgid: int, terminal: TerminalIdentity, helpers: ShellHelpers | None = None
+    ) -> ReaderWait | PollingWait | None:
         """:meth:`group_reader`'s answer, or else the leader's :class:`.PollingWait`.
 
         The polling answer is given only for a group that is provably its leader alone,
         the leader single-threaded, every descriptor it holds its own (the terminal, its
         own event sources and self-pipes, regular files, ``/dev/null`` and its kin), and
         the leader's run stamp unchanged from before its system call was read until after
-        its descriptors and statistics were: all of it describes one wait.
+        its descriptors and statistics were: all of it describes one wait. ``helpers``
+        as for :meth:`reader_wait`.
         """
-        return self._group(pgid, terminal, polling=True)
+        return self._group(pgid, terminal, polling=True, helpers=helpers)
 
     def _group(
-        self, pgid: int, terminal: TerminalIdentity, *, polling: bool
+        self,
+        pgid: int,
+        terminal: TerminalIdentity,
+        *,
+        polling: bool,
+        helpers: ShellHelpers | None = None,
     ) -> ReaderWait | PollingWait | None:
         if self._table is None or pgid <= 0:
             return None
-        found = self._member_wait(pgid, terminal, leader=True, polling=polling)
+        found = self._member_wait(pgid, terminal, leader=True, polling=polling, helpers=helpers)
         if isinstance(found, ReaderWait):
             return found
         members = [pgid]
@@ -291,7 +307,7 @@ class LinuxStdinProbe:
                 return self._polling_wait(found)
         else:
             for pid in sorted(self._members(pgid)):
-                member = self._member_wait(pid, terminal, leader=False)
+                member = self._member_wait(pid, terminal, leader=False, helpers=helpers)
                 if isinstance(member, ReaderWait):
                     return member
                 members.append(pid)
@@ -306,7 +322,13 @@ class LinuxStdinProbe:
         return self._partners.group_wait(members, terminal)
 
     def _member_wait(
-        self, pid: int, terminal: TerminalIdentity, *, leader: bool, polling: bool = False
+        self,
+        pid: int,
+        terminal: TerminalIdentity,
+        *,
+        leader: bool,
+        polling: bool = False,
+        helpers: ShellHelpers | None = None,
     ) -> ReaderWait | Look | None:
         """Summed wake counts of ``pid``'s threads reading ``terminal``; None if none is.
 
@@ -319,11 +341,14 @@ class LinuxStdinProbe:
         tids = self._threads(pid)
         if tids is None:
             return None
+        quiet = _declared(pid, helpers)
         if tids != [str(pid)]:
-            return self._threads_wait(pid, tids, terminal, polling=polling and leader)
+            return self._threads_wait(
+                pid, tids, terminal, polling=polling and leader, helpers=quiet
+            )
         single = leader
         with ProcessFiles(pid, self._proc) as files:
-            look = Look(self, files, terminal, polling=polling and single)
+            look = Look(self, files, terminal, polling=polling and single, helpers=quiet)
             stamps = [stamp for stamp in map(look.reading_stamp, tids) if stamp is not None]
             if not stamps:
                 return look if look.polled is not None else None
@@ -331,7 +356,13 @@ class LinuxStdinProbe:
         return ReaderWait(wakes=wakes, stamp=stamps[0] if single else None)
 
     def _threads_wait(
-        self, pid: int, tids: list[str], terminal: TerminalIdentity, *, polling: bool
+        self,
+        pid: int,
+        tids: list[str],
+        terminal: TerminalIdentity,
+        *,
+        polling: bool,
+        helpers: QuietHelpers | None = None,
     ) -> ReaderWait | Look | None:
         """:meth:`_member_wait` for a process with more than one thread: judged whole.
 
@@ -342,7 +373,7 @@ class LinuxStdinProbe:
         if len(tids) > _MAX_THREADS:
             return None
         with ProcessFiles(pid, self._proc) as files:
-            look = Look(self, files, terminal, polling=polling)
+            look = Look(self, files, terminal, polling=polling, helpers=helpers)
             seen = look.all_threads(tids)
             if seen is None:
                 return None
@@ -434,11 +465,12 @@ class LinuxStdinProbe:
         *,
         first_only: bool,
         kept: KeptFiles | None = None,
+        helpers: QuietHelpers | None = None,
     ) -> list[bytes]:
         """The run stamps of ``pid``'s threads seen blocked reading ``terminal``."""
         stamps: list[bytes] = []
         with ProcessFiles(pid, self._proc, kept) as files:
-            look = Look(self, files, terminal, polling=False)
+            look = Look(self, files, terminal, polling=False, helpers=helpers)
             for tid in tids:
                 stamp = look.reading_stamp(tid)
                 if stamp is not None:
@@ -478,3 +510,14 @@ class LinuxStdinProbe:
                 self._elf64.clear()
             self._elf64[key] = known
         return known
+
+
+def _declared(pid: int, helpers: ShellHelpers | None) -> QuietHelpers | None:
+    """The helper waits declared for ``pid``'s executable; None when it runs another.
+
+    Asked only of a process with more than one thread, so a shell at its prompt with no
+    helper running pays nothing for it.
+    """
+    if helpers is None or executable_id(pid) != helpers.executable:
+        return None
+    return helpers.waits

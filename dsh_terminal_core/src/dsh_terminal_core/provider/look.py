@@ -19,7 +19,7 @@ from typing import Protocol
 
 from . import lookparts as parts
 from .channels import ChannelJudge
-from .inspector import TerminalIdentity
+from .inspector import QuietHelpers, TerminalIdentity
 from .lookparts import Polled, Threads, WaitSet
 from .procfiles import ProcessFiles, epoll_entries
 from .procfs import read_bytes, read_stat
@@ -44,6 +44,7 @@ _FUTEX_RELATIVE = frozenset({0})  # FUTEX_WAIT
 _FUTEX_ABSOLUTE = frozenset({9, 11, 13})  # WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2
 _FUTEX_LOCK_PI = 6  # absolute, always CLOCK_REALTIME
 _TIMER_ABSTIME = 1  # clock_nanosleep's flag for an absolute time
+_FOREVER = 1 << 62  # a sleep without a timeout, in nanoseconds
 
 
 class LookContext(Protocol):
@@ -81,6 +82,7 @@ class Look:
         *,
         polling: bool,
         partners: PartnerChannels | None = None,
+        helpers: QuietHelpers | None = None,
     ) -> None:
         self._table = probe.table
         self._is_64bit = probe.is_64bit
@@ -91,6 +93,9 @@ class Look:
         self._partners = partners
         self._files = files
         self.main = str(files.pid)
+        # Waits the program declares quiet for its threads but the main one (a shell's
+        # policy: fish's idle pool workers); None for every other program.
+        self._helpers = helpers
         self._terminal = terminal
         self._refers: dict[int, bool] = {}
         # Asked for polling waits: the main thread's is kept in ``polled`` when found.
@@ -138,7 +143,7 @@ class Look:
                     polled = max(self._timeout_ns(call, args) or 0, 0)
             if proof or polled:
                 assert waits is not None
-                if not self._channels.only_own(self._files, waits.wakes, self.refers):
+                if not self._only_own(waits.wakes):
                     proof = False
                     polled = 0
         if (proof or polled) and self.runs(tid) == before:
@@ -236,8 +241,13 @@ class Look:
             return None
         number, args = found
         if number == self._table.futex:
-            if self._futex_waits_long(args):
+            left = self._futex_left_ns(args)
+            if left is not None and left > SHORT_WAIT_NS:
                 return -1
+            helpers = self._helpers
+            if left is not None and helpers is not None and tid != self.main:
+                if helpers.futex_ns and left <= helpers.futex_ns:
+                    return -1  # a declared helper's timed wait for work: it ends quietly
             return self._sleeps_short(self._futex_timeout(args))
         sleep = self._table.sleeps.get(number)
         if sleep is not None:
@@ -262,8 +272,9 @@ class Look:
         timeout = self._timeout_ns(call, args)
         short = timeout is not None and timeout <= SHORT_WAIT_NS
         if short and (not terminal or timeout is None or timeout <= 0):
-            return None
-        if not self._channels.only_own(self._files, waits.wakes, self.refers) and (
+            if terminal or not self._quiet_own_poll(tid, timeout):
+                return None
+        if not self._only_own(waits.wakes) and (
             self._partners is None
             or not self._partners.accept(self._files, waits.wakes, self.refers)
         ):
@@ -275,6 +286,25 @@ class Look:
         if not terminal:
             return -1
         return timeout if short and timeout is not None else 0
+
+    def _only_own(self, fds: list[int]) -> bool:
+        """Every descriptor in ``fds`` is the terminal or the process's own event source."""
+        shared = self._helpers is not None and self._helpers.shared_fifos
+        return self._channels.only_own(self._files, fds, self.refers, shared_fifos=shared)
+
+    def _quiet_own_poll(self, tid: str, timeout_ns: int | None) -> bool:
+        """A helper thread's short wait off the terminal that its program declares quiet.
+
+        Only the kind of wait is judged here: the caller still requires every descriptor
+        in it to be the process's own, none readable.
+        """
+        helpers = self._helpers
+        return (
+            helpers is not None
+            and tid != self.main
+            and timeout_ns is not None
+            and 0 < timeout_ns <= helpers.own_poll_ns
+        )
 
     def _sleeps_short(self, timeout_ns: int | None) -> int | None:
         """A thread asleep elsewhere until a short, known timeout: noted for
@@ -301,8 +331,12 @@ class Look:
         except OSError:
             return None
 
-    def _futex_waits_long(self, args: list[int]) -> bool:
-        """A ``futex`` sleep with no timeout, or one further away than :data:`SHORT_WAIT_NS`."""
+    def _futex_left_ns(self, args: list[int]) -> int | None:
+        """How long a ``futex`` sleep has left (ns; :data:`_FOREVER` without a timeout).
+
+        None when the call is no plain sleep (a wake, a requeue, an unknown operation) or
+        its timeout cannot be read. A relative timeout is the one asked for.
+        """
         op = args[1] & 0xFFFFFFFF
         command = op & _FUTEX_CMD_MASK
         address = args[3]
@@ -311,17 +345,17 @@ class Look:
         elif command in _FUTEX_ABSOLUTE or command == _FUTEX_LOCK_PI:
             absolute = True
         else:
-            return False  # a wake, a requeue, an unknown operation: not a plain sleep
+            return None
         if address == 0:
-            return True
+            return _FOREVER
         left = self._timespec_ns(address)
         if left is None:
-            return False
+            return None
         if absolute:
             realtime = command == _FUTEX_LOCK_PI or op & _FUTEX_CLOCK_REALTIME
             clock = time.CLOCK_REALTIME if realtime else time.CLOCK_MONOTONIC
             left -= time.clock_gettime_ns(clock)
-        return left > SHORT_WAIT_NS
+        return left
 
     def _timespec_ns(self, address: int) -> int | None:
         """The ``struct timespec`` at ``address`` in nanoseconds; None when unreadable."""

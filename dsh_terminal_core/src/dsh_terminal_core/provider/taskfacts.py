@@ -38,6 +38,7 @@ import os
 
 from .procfiles import KeptFiles
 from .procfs import read_bytes, read_stat
+from .syscalls import Wait, current_table
 
 __all__ = [
     "busy_ns_in",
@@ -133,6 +134,25 @@ def executable_id(pid: int) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino)
+
+
+def in_plain_read(pid: int) -> bool:
+    """True if ``pid``'s main thread is blocked in a plain ``read``/``readv`` right now.
+
+    A shell whose line editor waits in ``poll`` and then reads the byte it was told of
+    sits in such a read only when that byte vanished in between (a cancel flushed the
+    terminal's input): there fish holds a SIGINT until a byte arrives. False when unknown.
+    """
+    table = current_table()
+    line = read_bytes(f"/proc/{pid}/syscall")
+    if table is None or not line:
+        return False
+    try:
+        number = int(line.split(maxsplit=1)[0])
+    except ValueError:
+        return False  # "running", or a task not in a call
+    call = table.waits.get(number)
+    return call is not None and call.kind is Wait.READ
 
 
 def quietly_asleep(pid: int) -> bool | None:

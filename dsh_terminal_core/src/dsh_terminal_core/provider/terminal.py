@@ -32,6 +32,7 @@ from .env import child_environment
 from .inspector import (
     PollingWait,
     ReaderWait,
+    ShellHelpers,
     StdinProbe,
     TerminalIdentity,
     default_stdin_probe,
@@ -274,6 +275,9 @@ class LocalTerminalProcess:
         self._probe = probe
         self._done: asyncio.Future[ExitStatus] = loop.create_future()
         self._shell_pgid: int | None = None
+        # The shell's declared helper-thread waits, once its group (and so its
+        # executable) is known.
+        self._helpers: ShellHelpers | None = None
         # This process's own group, which the terminal reports when no group of its own
         # holds the foreground; asked once, not on every look (it does not change).
         self._own_pgrp = os.getpgrp()
@@ -517,7 +521,8 @@ class LocalTerminalProcess:
         lflag = _local_modes(fd)
         if lflag is None:
             return None
-        found = self._probe.group_wait(pgid, self._terminal) if self._terminal is not None else None
+        terminal = self._terminal
+        found = self._probe.group_wait(pgid, terminal, self._helpers) if terminal else None
         reader = found if isinstance(found, ReaderWait) else None
         return Foreground(
             process_group_id=pgid,
@@ -544,7 +549,7 @@ class LocalTerminalProcess:
         terminal; None otherwise and wherever no exact probe exists."""
         if self._terminal is None or self._channel.fd is None:
             return None
-        return self._probe.reader_wait(pid, self._terminal, self._kept)
+        return self._probe.reader_wait(pid, self._terminal, self._kept, self._helpers)
 
     def set_shell_process_group(self, pgid: int) -> None:
         """Record the shell's own process group (learned from its first prompt).
@@ -557,6 +562,12 @@ class LocalTerminalProcess:
                 f"process group must be a positive integer, got {pgid!r}", "INVALID_ARGUMENT"
             )
         self._shell_pgid = pgid
+        quiet = self._spec.quiet_helpers
+        if quiet is not None:
+            # Declared for the shell's program: known by its executable, so a nested
+            # instance of it is judged the same way and any other program is not.
+            exe = executable_id(pgid)
+            self._helpers = ShellHelpers(executable=exe, waits=quiet) if exe else None
         if self._terminal is not None and _may_keep_files():
             if self._kept is not None:
                 self._kept.close()

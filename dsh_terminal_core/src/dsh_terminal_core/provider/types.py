@@ -9,7 +9,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 import attrs
 
 from .cgroups import CgroupGroup
-from .inspector import PollingWait, ReaderWait
+from .inspector import PollingWait, QuietHelpers, ReaderWait
 
 __all__ = [
     "ExitStatus",
@@ -42,6 +42,10 @@ class TerminalSpawnSpec:
     child joins before it execs; the provider takes it over — teardown empties it by force
     (``setsid`` daemons and double forks included) and removes it, and so does a spawn
     that fails.
+
+    ``quiet_helpers``: waits the program's helper threads are known to end quietly from
+    (:class:`.inspector.QuietHelpers`), declared by a backend for its shell; they hold
+    for the process that leads the shell's group and any process of the same executable.
     """
 
     argv: tuple[str, ...] = attrs.field(converter=_to_tuple)
@@ -51,6 +55,7 @@ class TerminalSpawnSpec:
     cols: int = attrs.field(default=160, validator=_positive)
     grace_ms: int = attrs.field(default=3000, validator=_positive)
     cgroup: CgroupGroup | None = attrs.field(default=None, eq=False)
+    quiet_helpers: QuietHelpers | None = None
 
 
 @attrs.frozen(kw_only=True)
