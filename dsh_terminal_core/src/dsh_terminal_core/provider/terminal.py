@@ -275,11 +275,8 @@ class LocalTerminalProcess:
         self._probe = probe
         self._done: asyncio.Future[ExitStatus] = loop.create_future()
         self._shell_pgid: int | None = None
-        # The shell's declared helper-thread waits, once its group (and so its
-        # executable) is known.
-        self._helpers: ShellHelpers | None = None
-        # This process's own group, which the terminal reports when no group of its own
-        # holds the foreground; asked once, not on every look (it does not change).
+        self._helpers: ShellHelpers | None = None  # the shell's declared helper waits
+        # Reported when no group of its own holds the foreground; asked once (it never changes).
         self._own_pgrp = os.getpgrp()
         # The shell's /proc files, open across looks: it is looked at on every send.
         self._kept: KeptFiles | None = None
@@ -563,9 +560,7 @@ class LocalTerminalProcess:
             )
         self._shell_pgid = pgid
         quiet = self._spec.quiet_helpers
-        if quiet is not None:
-            # Declared for the shell's program: known by its executable, so a nested
-            # instance of it is judged the same way and any other program is not.
+        if quiet is not None:  # by executable: a nested instance alike, other programs not
             exe = executable_id(pgid)
             self._helpers = ShellHelpers(executable=exe, waits=quiet) if exe else None
         if self._terminal is not None and _may_keep_files():
