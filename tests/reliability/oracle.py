@@ -121,6 +121,8 @@ class _Stream:
     fish: bool = False
     # Also SIGINT the shell itself while it idles at its prompt.
     idle_sigint: bool = False
+    # How long the last send took to settle (reported with a failure).
+    elapsed_ms: float = 0.0
 
     def token(self) -> str:
         self.serial += 1
@@ -134,8 +136,10 @@ class _Stream:
         self, text: str, *, submit: bool = True, timeout_ms: int | None = None
     ) -> SendResult:
         request = SendRequest(text=text, submit=submit, timeout_ms=timeout_ms)
+        started = time.monotonic()
         op = self.harness.ctx.terminals.start_send(self.agent, self.session_id, request)
         result: SendResult = await op.done
+        self.elapsed_ms = (time.monotonic() - started) * 1000
         return result
 
     def judge(
@@ -197,7 +201,7 @@ class _Stream:
                 f"stream {self.index} op {self.report.kinds[kind]} {kind}: "
                 + "; ".join(problems)
                 + (f" (own {own})" if own else "")
-                + f" | viewport {result.viewport[-160:]!r}"
+                + f" | after {self.elapsed_ms:.0f} ms | viewport {result.viewport[-160:]!r}"
             )
 
 
