@@ -83,7 +83,8 @@ async def test_sends_through_a_relay_settle_whether_it_hands_over_or_copies(
         terminals = h.ctx.terminals
         sid = (await terminals.spawn(agent, SpawnRequest(type="shell", world="r"))).session_id
         for n in range(20):
-            sent = await terminals.start_send(agent, sid, SendRequest(text=f"echo n-$(({n}*3))")).done
+            request = SendRequest(text=f"echo n-$(({n}*3))")
+            sent = await terminals.start_send(agent, sid, request).done
             assert sent.wait_reason is WaitReason.STDIN_READ
             assert sent.viewport.strip().splitlines()[-1] == f"n-{n * 3}"
         process = h.ctx.worlds._links["r"]._process
