@@ -147,7 +147,10 @@ async def _take(sock: socket.socket, serve: Callable[[Connection], Awaitable[Non
             return
         wire_in, wire_out = fds
         fds = []
-        await _serve_pipes(sock, wire_in, wire_out, serve)
+        try:
+            await _serve_pipes(sock, wire_in, wire_out, serve)
+        except (OSError, ValueError) as exc:
+            log.warning("could not serve a world relay's descriptors: %s", exc)
     finally:
         for fd in fds:
             with contextlib.suppress(OSError):
@@ -168,12 +171,16 @@ async def _serve_pipes(
         read_transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", 0)
         )
-    except Exception:
+    except BaseException:
         os.close(wire_out)
         raise
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", 0)
-    )
+    try:
+        transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", 0)
+        )
+    except BaseException:
+        read_transport.close()
+        raise
     writer = asyncio.StreamWriter(transport, protocol, reader, loop)
 
     def relay_gone() -> None:
