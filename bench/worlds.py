@@ -4,6 +4,7 @@
 python3 bench/worlds.py                  # 400 echo sends per contender, interleaved rounds
 python3 bench/worlds.py --sends 2000 --rounds 5
 CONTAINERS_CONF=... python3 bench/worlds.py --podman-image IMAGE   # adds world-podman
+CONTAINERS_CONF=... python3 bench/worlds.py --podman-image IMAGE --podman-copy  # and -copy
 ```
 
 Contenders, each a harness with one session, in the same process and run:
@@ -17,6 +18,10 @@ Contenders, each a harness with one session, in the same process and run:
   the exec relay ``podman exec -i NAME dsh-terminal world --stdio --socket ...`` — what a
   user writes for ``docker exec -i`` (its world CPU is not counted: the container's
   processes are not this host's children). SPEC §29's target: p50 within local + 0.5 ms.
+  The relay hands its stdio to the daemon (:mod:`dsh_terminal_core.worlds.handoff`);
+- ``world-podman-copy`` (with ``--podman-copy`` as well): a second container of the same
+  image whose daemon's ``.fds`` socket is removed, so the relay copies every byte as it
+  does for an older daemon — the path before the handoff, measured in the same run.
 
 Reported per contender: ``echo`` latency p50 and p99, this harness's CPU per send
 (``getrusage`` of this process: with the readiness ladder in the world, the harness
@@ -108,13 +113,16 @@ async def _daemon(directory: Path) -> AsyncIterator[tuple[Path, int]]:
 
 
 @asynccontextmanager
-async def _podman(image: str | None) -> AsyncIterator[dict[str, Any] | None]:
-    """A container of ``image`` running the world daemon, and the world that reaches it."""
+async def _podman(
+    image: str | None, copy: bool = False
+) -> AsyncIterator[dict[str, Any] | None]:
+    """A container of ``image`` running the world daemon, and the world that reaches it
+    (``copy``: one whose relay copies, the daemon's descriptor socket removed)."""
     if image is None:
         yield None
         return
     podman = shutil.which("podman") or "podman"
-    name = f"bench-worlds-{os.getpid()}"
+    name = f"bench-worlds-{os.getpid()}{'-copy' if copy else ''}"
     subprocess.run([podman, "run", "-d", "--name", name, image], check=True, capture_output=True)
     try:
         deadline = time.monotonic() + 60
@@ -124,6 +132,9 @@ async def _podman(image: str | None) -> AsyncIterator[dict[str, Any] | None]:
             if time.monotonic() > deadline:
                 raise SystemExit(f"the world daemon in {name} did not start")
             await asyncio.sleep(0.1)
+        if copy:
+            fds = "/run/dsh/world.sock.fds"  # what an older daemon lacks
+            subprocess.run([podman, "exec", name, "rm", fds], check=True, capture_output=True)
         relay = ["dsh-terminal", "world", "--stdio", "--socket", "/run/dsh/world.sock"]
         yield {"command": [podman, "exec", "-i", name, *relay], "key": "bench"}
     finally:
@@ -174,12 +185,15 @@ async def _contender(
     }
 
 
-async def main(sends: int, rounds: int, podman_image: str | None = None) -> int:
+async def main(
+    sends: int, rounds: int, podman_image: str | None = None, podman_copy: bool = False
+) -> int:
     rows: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-worlds-") as directory:
         async with (
             _daemon(Path(directory)) as (socket_path, daemon_pid),
             _podman(podman_image) as in_container,
+            _podman(podman_image if podman_copy else None, copy=True) as copying,
         ):
             stdio = {"command": [*NAMESPACES, *AGENT, "--stdio", "--sandbox", "danger-full-access"]}
             daemon = {"socket": str(socket_path), "key": "bench"}
@@ -190,11 +204,13 @@ async def main(sends: int, rounds: int, podman_image: str | None = None) -> int:
             ]
             if in_container is not None:
                 contenders.append(("world-podman", in_container, None))
+            if copying is not None:
+                contenders.append(("world-podman-copy", copying, None))
             for _ in range(rounds):  # interleaved, so load drift touches every contender
                 for name, world, pid in contenders:
                     rows.setdefault(name, []).append(await _contender(name, world, sends, pid))
     print(
-        f"{'contender':<14} {'p50 ms':>8} {'p99 ms':>8} {'harness CPU µs':>15} "
+        f"{'contender':<18} {'p50 ms':>8} {'p99 ms':>8} {'harness CPU µs':>15} "
         f"{'world CPU µs':>13} {'wrong':>6}"
     )
     summary: dict[str, dict[str, float]] = {}
@@ -206,14 +222,15 @@ async def main(sends: int, rounds: int, podman_image: str | None = None) -> int:
         row["wrong"] = sum(r["wrong"] for r in measured)
         summary[name] = row
         print(
-            f"{name:<14} {row['p50_ms']:>8.3f} {row['p99_ms']:>8.3f} "
+            f"{name:<18} {row['p50_ms']:>8.3f} {row['p99_ms']:>8.3f} "
             f"{row['harness_cpu_us']:>15.1f} {row['world_cpu_us']:>13.1f} {row['wrong']:>6.0f}"
         )
     local = summary["local"]
-    for name in [n for n in ("world-stdio", "world-daemon", "world-podman") if n in summary]:
+    shown = ("world-stdio", "world-daemon", "world-podman", "world-podman-copy")
+    for name in [n for n in shown if n in summary]:
         added = summary[name]["p50_ms"] - local["p50_ms"]
         ratio = summary[name]["harness_cpu_us"] / local["harness_cpu_us"]
-        target = 0.5 if name == "world-podman" else 0.3
+        target = 0.5 if name.startswith("world-podman") else 0.3
         print(
             f"{name}: p50 +{added:.3f} ms over local (target <= {target}), "
             f"harness CPU {ratio:.2f}x local's (target <= 1)"
@@ -229,6 +246,12 @@ if __name__ == "__main__":
     parser.add_argument(
         "--podman-image", help="also measure a world in a real container of this workload image"
     )
+    parser.add_argument(
+        "--podman-copy",
+        action="store_true",
+        help="with --podman-image: also a container whose relay copies (no descriptor handoff)",
+    )
     args = parser.parse_args()
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    raise SystemExit(asyncio.run(main(args.sends, args.rounds, args.podman_image)))
+    measured = main(args.sends, args.rounds, args.podman_image, args.podman_copy)
+    raise SystemExit(asyncio.run(measured))

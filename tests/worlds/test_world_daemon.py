@@ -347,8 +347,13 @@ async def test_a_silent_channel_is_found_by_the_heartbeat_and_replaced(
     daemon: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A relay that stops forwarding without closing: what a vanished ssh peer or a cut
-    # kubectl exec stream looks like from here. Only the heartbeat can tell.
+    # kubectl exec stream looks like from here. Only the heartbeat can tell. The relay
+    # copies (no .fds socket, as with an older daemon): a relay that handed its stdio to
+    # the daemon is out of the data path, and stopping it silences nothing.
     from dsh_terminal_core.worlds import connection
+    from dsh_terminal_core.worlds.handoff import handoff_path
+
+    os.unlink(handoff_path(str(daemon)))
 
     monkeypatch.setattr(connection, "HEARTBEAT_S", 0.2)
     relay = [sys.executable, "-m", "dsh_terminal_core.cli", "world", "--stdio", "--socket"]

@@ -33,7 +33,6 @@ import os
 import signal
 import socket
 import stat
-import struct
 import sys
 from collections.abc import Mapping
 from typing import Any
@@ -45,6 +44,7 @@ from ..kernel.plugins import ENTRY_POINT_GROUP
 from .agent import WorldAgent
 from .connection import Connection
 from .frames import DEFAULT_MAX_FRAME
+from .handoff import handoff_path, offer, peer_allowed, serve_handoffs, wait_out
 
 __all__ = ["WORLD_PLUGINS", "relay_stdio", "serve_socket", "serve_stdio", "world_plugins"]
 
@@ -165,11 +165,21 @@ def serve_socket(
         print(f"dsh-terminal world: error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_serve_socket(config, plugins, listener, lease_s))
-    finally:
+        # Where relays hand over their stdio (see :mod:`.handoff`).
+        handoffs = _listen(handoff_path(path))
+    except DshError as exc:
         listener.close()
         with contextlib.suppress(OSError):
             os.unlink(path)
+        print(f"dsh-terminal world: error [{exc.code}]: {exc.message}", file=sys.stderr)
+        return 2
+    try:
+        return asyncio.run(_serve_socket(config, plugins, listener, lease_s, handoffs))
+    finally:
+        for sock, where in ((handoffs, handoff_path(path)), (listener, path)):
+            sock.close()
+            with contextlib.suppress(OSError):
+                os.unlink(where)
 
 
 def _listen(path: str) -> socket.socket:
@@ -211,11 +221,7 @@ def _listen(path: str) -> socket.socket:
 def _peer_allowed(writer: asyncio.StreamWriter) -> bool:
     """Only this user (or root) may talk to the daemon: the socket is the boundary."""
     sock = writer.get_extra_info("socket")
-    if sock is None:
-        return False
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _pid, uid, _gid = struct.unpack("3i", creds)
-    return uid in (os.getuid(), 0)
+    return sock is not None and peer_allowed(sock)
 
 
 async def _serve_socket(
@@ -223,6 +229,7 @@ async def _serve_socket(
     plugins: list[object],
     listener: socket.socket,
     lease_s: float,
+    handoffs: socket.socket | None = None,
 ) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -238,25 +245,31 @@ async def _serve_socket(
         agent = WorldAgent(harness, daemon=True, lease_s=lease_s)
         connections: set[asyncio.Task[None]] = set()
 
+        async def tracked(connection: Connection) -> None:
+            task = asyncio.current_task()
+            assert task is not None
+            connections.add(task)
+            try:
+                await agent.serve(connection)
+            finally:
+                connections.discard(task)
+
         async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             if not _peer_allowed(writer):
                 log.warning("refused a world connection from another user")
                 writer.close()
                 return
-            task = asyncio.current_task()
-            assert task is not None
-            connections.add(task)
-            try:
-                await agent.serve(Connection(reader, writer, max_frame=DEFAULT_MAX_FRAME))
-            finally:
-                connections.discard(task)
+            await tracked(Connection(reader, writer, max_frame=DEFAULT_MAX_FRAME))
 
         server = await asyncio.start_unix_server(on_connect, sock=listener, limit=DEFAULT_MAX_FRAME)
+        relays = None if handoffs is None else loop.create_task(serve_handoffs(handoffs, tracked))
         log.info("world daemon listening on %s", listener.getsockname())
         try:
             await stop.wait()
         finally:
             server.close()
+            if relays is not None:
+                relays.cancel()
             # Every harness attached hears why its sessions end before its connection
             # does (a `docker stop` reads as the daemon stopping, never as a bare EOF).
             agent.stopping(f"the world daemon is stopping ({', '.join(stopped_by) or 'exit'})")
@@ -274,6 +287,14 @@ def relay_stdio(path: str) -> int:
         print(TTY_REFUSED, file=sys.stderr)
         return 2
     wire_in, wire_out = _stdio_wire()
+    taken = offer(path, wire_in, wire_out)
+    if taken is not None:
+        # The daemon serves the pipes itself; this process only keeps the exec session
+        # open until the daemon closes its side, then says why when it is gone.
+        os.close(wire_in)
+        os.close(wire_out)
+        wait_out(taken)
+        return _said_if_gone(path)
     try:
         return asyncio.run(_relay(path, wire_in, wire_out))
     except OSError as exc:
@@ -315,16 +336,33 @@ async def _relay(path: str, wire_in: int, wire_out: int) -> int:
     if daemon_ended and (refused := await _nobody_listens(path)) is not None:
         # Said before stdout closes, so it is in the stderr pipe when the harness sees
         # the end of the stream; the words are the ones a relay that cannot connect says.
-        print(
-            f"dsh-terminal world: error [WORLD_UNAVAILABLE]: the world daemon ended the "
-            f"connection and no world daemon answers at {path} any more: {refused}",
-            file=sys.stderr,
-            flush=True,
-        )
+        _say_gone(path, refused)
         status = 2
     with contextlib.suppress(Exception):
         stdout.close()
     return status
+
+
+def _said_if_gone(path: str) -> int:
+    """After a handed-over connection ended: say so when no daemon answers any more.
+
+    The daemon closed the stream itself, so the harness may see its end first; it waits
+    a moment for these words (``LAST_WORDS_S``) before starting a relay again.
+    """
+    refused = asyncio.run(_nobody_listens(path))
+    if refused is None:
+        return 0
+    _say_gone(path, refused)
+    return 2
+
+
+def _say_gone(path: str, refused: str) -> None:
+    print(
+        f"dsh-terminal world: error [WORLD_UNAVAILABLE]: the world daemon ended the "
+        f"connection and no world daemon answers at {path} any more: {refused}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 async def _nobody_listens(path: str) -> str | None:
