@@ -146,9 +146,11 @@ async def test_a_catastrophic_pattern_answers_at_once_while_another_session_work
 
 # A full default scrollback (4 MB) of lines over which RE2's automaton has too many
 # states to cache: it falls back to simulating the NFA, about 0.4 s per MB here.
+# ``choices`` makes it in under a second: one ``choice`` per character took 3.3 s here,
+# past the silence tier's 3 s, so the send settled ``inferred_idle`` on a slower CPU.
 RANDOM_AB = (
     'python3 -c "import random; r = random.Random(7); '
-    "print('\\n'.join(''.join(r.choice('ab') for _ in range(390)) for _ in range(10000)))\""
+    "print('\\n'.join(''.join(r.choices('ab', k=390)) for _ in range(10000)))\""
 )
 
 
