@@ -83,9 +83,8 @@ def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
     size = len(encoded)
     if size > 0xFFFF:
         raise FrameError("FRAME_TOO_LARGE", f"a header of {size} bytes is over 65535")
-    return b"".join(
-        (_LENGTH.pack(_HEADER_LENGTH.size + size + len(payload)), _HEADER_LENGTH.pack(size), encoded, payload)
-    )
+    length = _HEADER_LENGTH.size + size + len(payload)
+    return b"".join((_LENGTH.pack(length), _HEADER_LENGTH.pack(size), encoded, payload))
 
 
 class FrameReader:
