@@ -52,7 +52,9 @@ _PREFIX = _LENGTH.size + _HEADER_LENGTH.size
 # encoder per call and ``json.loads`` of bytes sniffs their encoding first, which is
 # most of what a few hundred bytes of header cost (bench/worlds.py, per send).
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-_DECODE = json.JSONDecoder().decode
+_DECODER = json.JSONDecoder()
+_DECODE = _DECODER.decode
+_SCAN = _DECODER.scan_once
 
 
 class FrameError(Exception):
@@ -112,17 +114,29 @@ class FrameReader:
         still give the hello, then the refusal.
         """
         self.check()
-        self._buffer += data
-        if not self._magic_seen and not self._find_magic():
-            return []
+        buffer = self._buffer
+        if not self._magic_seen:
+            buffer += data
+            if not self._find_magic():
+                return []
+            data = bytes(buffer)
+            buffer.clear()
+        elif buffer:
+            buffer += data
+            if len(buffer) >= _LENGTH.size:
+                (length,) = _LENGTH.unpack_from(buffer)
+                if length <= self.max_frame and len(buffer) < _LENGTH.size + length:
+                    return []  # a large frame still arriving: no copy per read
+            data = bytes(buffer)
+            buffer.clear()
+        # Frames are sliced from one bytes object at an offset, and only an incomplete
+        # tail is kept: a read of whole frames (the usual one) is never copied whole.
         frames: list[Frame] = []
-        # Frames are read at an offset and the bytes they took removed once, at the end:
-        # a read of many frames moves the rest of the buffer once, not once per frame.
         self._at = 0
         try:
             while True:
                 try:
-                    frame = self._next_frame()
+                    frame = self._next_frame(data)
                 except FrameError as fault:
                     if not frames:
                         raise
@@ -132,7 +146,9 @@ class FrameReader:
                     return frames
                 frames.append(frame)
         finally:
-            del self._buffer[: self._at]
+            if self._at < len(data):
+                with memoryview(data) as view, view[self._at :] as rest:
+                    buffer += rest
 
     def check(self) -> None:
         """Raise the fault found after the frames last returned, if there was one."""
@@ -156,11 +172,11 @@ class FrameReader:
         self._magic_seen = True
         return True
 
-    def _next_frame(self) -> Frame | None:
-        buffer, at = self._buffer, self._at
-        if len(buffer) - at < _LENGTH.size:
+    def _next_frame(self, data: bytes) -> Frame | None:
+        at = self._at
+        if len(data) - at < _LENGTH.size:
             return None
-        (length,) = _LENGTH.unpack_from(buffer, at)
+        (length,) = _LENGTH.unpack_from(data, at)
         if length > self.max_frame:
             raise FrameError(
                 "FRAME_TOO_LARGE", f"a frame of {length} bytes is over the {self.max_frame} agreed"
@@ -168,19 +184,29 @@ class FrameReader:
         if length < _HEADER_LENGTH.size:
             raise FrameError("MALFORMED_FRAME", f"a frame of {length} bytes has no header length")
         end = at + _LENGTH.size + length
-        if len(buffer) < end:
+        if len(data) < end:
             return None
-        (header_length,) = _HEADER_LENGTH.unpack_from(buffer, at + _LENGTH.size)
+        (header_length,) = _HEADER_LENGTH.unpack_from(data, at + _LENGTH.size)
         if header_length > length - _HEADER_LENGTH.size:
             raise FrameError("MALFORMED_FRAME", "a header longer than its frame")
         start = at + _PREFIX
         self._at = end
-        with memoryview(buffer) as view, view[start + header_length : end] as data:
-            payload = bytes(data)
         try:
-            header = _DECODE(buffer[start : start + header_length].decode())
+            header = _decode_header(data[start : start + header_length].decode())
         except (UnicodeDecodeError, ValueError):
             raise FrameError("MALFORMED_FRAME", "a header that is not UTF-8 JSON") from None
         if not isinstance(header, dict) or not isinstance(header.get("t"), str):
             raise FrameError("MALFORMED_FRAME", "a header that is not an object with a string t")
-        return Frame(header, payload)
+        return Frame(header, data[start + header_length : end])
+
+
+def _decode_header(text: str) -> Any:
+    """The JSON value of ``text``: the scanner alone when the value fills it (what every
+    encoder here writes), the full decoder (whitespace around it, its errors) otherwise."""
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        return _DECODE(text)
+    if end != len(text):
+        return _DECODE(text)
+    return value
