@@ -23,6 +23,7 @@ before the connection closes; nothing else escapes, whatever bytes arrive.
 from __future__ import annotations
 
 import json
+import json.encoder
 import struct
 from typing import Any
 
@@ -52,6 +53,28 @@ _PREFIX = _LENGTH.size + _HEADER_LENGTH.size
 # encoder per call and ``json.loads`` of bytes sniffs their encoding first, which is
 # most of what a few hundred bytes of header cost (bench/worlds.py, per send).
 _ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _unencodable(value: object) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The C encoder itself, made once (``JSONEncoder.encode`` makes one per call): the same
+# output as ``_ENCODE``, without its check for circular containers — a header is a
+# dict this package builds, never circular.
+_C_ENCODER = (
+    json.encoder.c_make_encoder(
+        None, _unencodable, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+    if json.encoder.c_make_encoder is not None
+    else None
+)
+
+
+def _encode_header(header: dict[str, Any]) -> bytes:
+    if _C_ENCODER is None:
+        return _ENCODE(header).encode()
+    return "".join(_C_ENCODER(header, 0)).encode()
 _DECODER = json.JSONDecoder()
 _DECODE = _DECODER.decode
 _SCAN = _DECODER.scan_once
@@ -81,7 +104,7 @@ class Frame:
 
 def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
     """The bytes of one frame; the header must carry ``t``."""
-    encoded = _ENCODE(header).encode()
+    encoded = _encode_header(header)
     size = len(encoded)
     if size > 0xFFFF:
         raise FrameError("FRAME_TOO_LARGE", f"a header of {size} bytes is over 65535")
