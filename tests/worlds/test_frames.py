@@ -63,6 +63,8 @@ def test_an_oversize_frame_is_refused_before_it_is_read() -> None:
         struct.pack(">H", 2) + b"{}",  # no t
         struct.pack(">H", 4) + b"[1,]",  # not JSON
         struct.pack(">H", 2) + b"\xff\xfe",  # not UTF-8
+        struct.pack(">H", 11) + b'{"t":"x"}{}',  # a second value after the header's
+        struct.pack(">H", 10) + b'{"t":"x"}x',  # garbage after it
         struct.pack(">H", 9) + b"{}",  # header longer than its frame
         b"\x00",  # no room for a header length
     ],
@@ -104,3 +106,36 @@ def test_frames_before_a_fault_come_first_then_the_fault() -> None:
     with pytest.raises(FrameError) as refused:
         reader.check()
     assert refused.value.code == "FRAME_TOO_LARGE"
+
+
+@pytest.mark.parametrize("raw", [b' {"t":"x"}', b'{"t":"x"} \n', b'{ "t" : "x" }'])
+def test_a_header_with_whitespace_around_it_is_still_read(raw: bytes) -> None:
+    reader = FrameReader()
+    body = struct.pack(">H", len(raw)) + raw + b"pay"
+    (frame,) = reader.feed(MAGIC + struct.pack(">I", len(body)) + body)
+    assert frame.header == {"t": "x"} and frame.payload == b"pay"
+
+
+def test_a_large_frame_over_many_reads_then_whole_ones_in_the_last() -> None:
+    big = bytes(range(256)) * 1200  # 300 KiB, read in 64 KiB pieces
+    wire = encode_frame({"t": "out", "seq": 1}, big)
+    tail = encode_frame({"t": "out", "seq": 2}, b"a") + encode_frame({"t": "settled"})
+    reader = FrameReader()
+    assert reader.feed(MAGIC) == []
+    got: list[Frame] = []
+    pieces = [wire[at : at + 65536] for at in range(0, len(wire), 65536)]
+    pieces[-1] += tail + encode_frame({"t": "ping"})[:5]  # and the start of one more
+    for piece in pieces:
+        got.extend(reader.feed(piece))
+    assert [(f.header.get("seq"), f.payload) for f in got] == [(1, big), (2, b"a"), (None, b"")]
+    assert all(type(f.payload) is bytes for f in got)
+    assert [f.type for f in reader.feed(encode_frame({"t": "ping"})[5:])] == ["ping"]
+
+
+def test_a_header_encodes_as_compact_json_does() -> None:
+    header = {"t": "out", "text": "héllo \u2028 語 \x00 \"q\"", "n": [1, 2.5, None, True]}
+    encoded = encode_frame(header)
+    expected = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
+    assert encoded[6:] == expected
+    with pytest.raises(TypeError):
+        encode_frame({"t": "x", "value": object()})

@@ -51,6 +51,22 @@ def _pipes(process: asyncio.subprocess.Process) -> tuple[str, str]:
     )
 
 
+async def _relay_let_go(process: asyncio.subprocess.Process) -> bool:
+    """Whether the relay closed its copies of its stdio pipes within 5 s.
+
+    The daemon answers on the pipes as soon as it has them, and the relay closes its own
+    copies only once it read the daemon's ``TAKEN``: a hello read first does not mean the
+    relay let go yet, so this waits for the fact itself (the relay's /proc) to change.
+    """
+    pipes = set(_pipes(process))
+    deadline = asyncio.get_running_loop().time() + 5
+    while _held_by(process.pid) & pipes:
+        if asyncio.get_running_loop().time() > deadline:
+            return False
+        await asyncio.sleep(0.01)
+    return True
+
+
 async def _relay(socket_path: Path) -> tuple[asyncio.subprocess.Process, Connection]:
     process = await asyncio.create_subprocess_exec(
         *RELAY, str(socket_path),
@@ -98,7 +114,7 @@ async def test_eof_on_a_handed_over_stdin_ends_the_connection_and_the_relay(
     daemon: Path,  # noqa: F811
 ) -> None:
     process, connection = await _relay(daemon)
-    assert not _held_by(process.pid) & set(_pipes(process))  # the daemon answered alone
+    assert await _relay_let_go(process)  # the daemon answers alone
     assert process.stdin is not None and process.stdout is not None
     process.stdin.close()
     rest = await asyncio.wait_for(process.stdout.read(), 10)  # EOF: the daemon closed it
@@ -116,7 +132,7 @@ async def test_a_killed_relay_ends_the_daemons_side_of_the_handed_over_connectio
 ) -> None:
     process, _connection = await _relay(daemon)
     assert process.stdout is not None
-    assert not _held_by(process.pid) & set(_pipes(process))
+    assert await _relay_let_go(process)
     process.send_signal(signal.SIGKILL)
     await process.wait()
     # Only the daemon holds the stdout pipe's write end now: it closes it as it sees the

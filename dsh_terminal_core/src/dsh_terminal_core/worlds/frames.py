@@ -23,6 +23,7 @@ before the connection closes; nothing else escapes, whatever bytes arrive.
 from __future__ import annotations
 
 import json
+import json.encoder
 import struct
 from typing import Any
 
@@ -47,6 +48,36 @@ MIN_MAX_FRAME = 64 * 1024
 
 _LENGTH = struct.Struct(">I")
 _HEADER_LENGTH = struct.Struct(">H")
+_PREFIX = _LENGTH.size + _HEADER_LENGTH.size
+# One encoder and one decoder for every frame: ``json.dumps`` with options builds a new
+# encoder per call and ``json.loads`` of bytes sniffs their encoding first, which is
+# most of what a few hundred bytes of header cost (bench/worlds.py, per send).
+_ENCODE = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _unencodable(value: object) -> Any:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
+# The C encoder itself, made once (``JSONEncoder.encode`` makes one per call): the same
+# output as ``_ENCODE``, without its check for circular containers — a header is a
+# dict this package builds, never circular.
+_C_ENCODER = (
+    json.encoder.c_make_encoder(
+        None, _unencodable, json.encoder.encode_basestring, None, ":", ",", False, False, True
+    )
+    if json.encoder.c_make_encoder is not None
+    else None
+)
+
+
+def _encode_header(header: dict[str, Any]) -> bytes:
+    if _C_ENCODER is None:
+        return _ENCODE(header).encode()
+    return "".join(_C_ENCODER(header, 0)).encode()
+_DECODER = json.JSONDecoder()
+_DECODE = _DECODER.decode
+_SCAN = _DECODER.scan_once
 
 
 class FrameError(Exception):
@@ -73,11 +104,12 @@ class Frame:
 
 def encode_frame(header: dict[str, Any], payload: bytes = b"") -> bytes:
     """The bytes of one frame; the header must carry ``t``."""
-    encoded = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode()
-    if len(encoded) > 0xFFFF:
-        raise FrameError("FRAME_TOO_LARGE", f"a header of {len(encoded)} bytes is over 65535")
-    length = _HEADER_LENGTH.size + len(encoded) + len(payload)
-    return _LENGTH.pack(length) + _HEADER_LENGTH.pack(len(encoded)) + encoded + payload
+    encoded = _encode_header(header)
+    size = len(encoded)
+    if size > 0xFFFF:
+        raise FrameError("FRAME_TOO_LARGE", f"a header of {size} bytes is over 65535")
+    length = _HEADER_LENGTH.size + size + len(payload)
+    return b"".join((_LENGTH.pack(length), _HEADER_LENGTH.pack(size), encoded, payload))
 
 
 class FrameReader:
@@ -88,6 +120,7 @@ class FrameReader:
         self._buffer = bytearray()
         self._magic_seen = False
         self._error: FrameError | None = None
+        self._at = 0
         self.preamble = b""
         """What the peer wrote before its magic (shown when the magic never comes)."""
 
@@ -104,21 +137,41 @@ class FrameReader:
         still give the hello, then the refusal.
         """
         self.check()
-        self._buffer += data
-        if not self._magic_seen and not self._find_magic():
-            return []
+        buffer = self._buffer
+        if not self._magic_seen:
+            buffer += data
+            if not self._find_magic():
+                return []
+            data = bytes(buffer)
+            buffer.clear()
+        elif buffer:
+            buffer += data
+            if len(buffer) >= _LENGTH.size:
+                (length,) = _LENGTH.unpack_from(buffer)
+                if length <= self.max_frame and len(buffer) < _LENGTH.size + length:
+                    return []  # a large frame still arriving: no copy per read
+            data = bytes(buffer)
+            buffer.clear()
+        # Frames are sliced from one bytes object at an offset, and only an incomplete
+        # tail is kept: a read of whole frames (the usual one) is never copied whole.
         frames: list[Frame] = []
-        while True:
-            try:
-                frame = self._next_frame()
-            except FrameError as fault:
-                if not frames:
-                    raise
-                self._error = fault
-                return frames
-            if frame is None:
-                return frames
-            frames.append(frame)
+        self._at = 0
+        try:
+            while True:
+                try:
+                    frame = self._next_frame(data)
+                except FrameError as fault:
+                    if not frames:
+                        raise
+                    self._error = fault
+                    return frames
+                if frame is None:
+                    return frames
+                frames.append(frame)
+        finally:
+            if self._at < len(data):
+                with memoryview(data) as view, view[self._at :] as rest:
+                    buffer += rest
 
     def check(self) -> None:
         """Raise the fault found after the frames last returned, if there was one."""
@@ -142,30 +195,41 @@ class FrameReader:
         self._magic_seen = True
         return True
 
-    def _next_frame(self) -> Frame | None:
-        buffer = self._buffer
-        if len(buffer) < _LENGTH.size:
+    def _next_frame(self, data: bytes) -> Frame | None:
+        at = self._at
+        if len(data) - at < _LENGTH.size:
             return None
-        (length,) = _LENGTH.unpack_from(buffer)
+        (length,) = _LENGTH.unpack_from(data, at)
         if length > self.max_frame:
             raise FrameError(
                 "FRAME_TOO_LARGE", f"a frame of {length} bytes is over the {self.max_frame} agreed"
             )
         if length < _HEADER_LENGTH.size:
             raise FrameError("MALFORMED_FRAME", f"a frame of {length} bytes has no header length")
-        if len(buffer) < _LENGTH.size + length:
+        end = at + _LENGTH.size + length
+        if len(data) < end:
             return None
-        (header_length,) = _HEADER_LENGTH.unpack_from(buffer, _LENGTH.size)
-        start = _LENGTH.size + _HEADER_LENGTH.size
+        (header_length,) = _HEADER_LENGTH.unpack_from(data, at + _LENGTH.size)
         if header_length > length - _HEADER_LENGTH.size:
             raise FrameError("MALFORMED_FRAME", "a header longer than its frame")
-        raw = bytes(buffer[start : start + header_length])
-        payload = bytes(buffer[start + header_length : _LENGTH.size + length])
-        del buffer[: _LENGTH.size + length]
+        start = at + _PREFIX
+        self._at = end
         try:
-            header = json.loads(raw)
+            header = _decode_header(data[start : start + header_length].decode())
         except (UnicodeDecodeError, ValueError):
             raise FrameError("MALFORMED_FRAME", "a header that is not UTF-8 JSON") from None
         if not isinstance(header, dict) or not isinstance(header.get("t"), str):
             raise FrameError("MALFORMED_FRAME", "a header that is not an object with a string t")
-        return Frame(header, payload)
+        return Frame(header, data[start + header_length : end])
+
+
+def _decode_header(text: str) -> Any:
+    """The JSON value of ``text``: the scanner alone when the value fills it (what every
+    encoder here writes), the full decoder (whitespace around it, its errors) otherwise."""
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        return _DECODE(text)
+    if end != len(text):
+        return _DECODE(text)
+    return value
