@@ -126,3 +126,25 @@ def test_every_moved_path_imports() -> None:
 def test_a_path_that_never_existed_is_still_an_import_error() -> None:
     with pytest.raises(ModuleNotFoundError):
         __import__("dsh_terminal_core.terminals.no_such_module")
+
+
+#: What the repository's top level holds: the distributions, their tooling and docs. A
+#: file landing here by mistake (an empty ``oom`` once did, from a shell redirection) is
+#: caught by this list rather than by a reader.
+REPOSITORY_TOP = {
+    ".ci", ".dockerignore", ".gitignore", "LICENSE", "README.md", "bench", "consumers",
+    "deploy", "docs", "mkdocs.yml", "pyproject.toml", "requirements-dev.txt", "scripts",
+    "tests",
+}  # fmt: skip
+
+
+def test_the_repository_top_level_holds_only_known_entries() -> None:
+    git = shutil.which("git")
+    if git is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: the tracked files are unknown")
+    listed = subprocess.run(
+        [git, "ls-files"], capture_output=True, text=True, cwd=ROOT, timeout=60, check=True
+    )
+    top = {line.split("/", 1)[0] for line in listed.stdout.splitlines() if line}
+    distributions = {name for name in top if name.startswith("dsh_")}
+    assert top - distributions - REPOSITORY_TOP == set(), "unexpected at the top level"
