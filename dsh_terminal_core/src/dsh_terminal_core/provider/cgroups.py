@@ -49,6 +49,7 @@ __all__ = [
     "own_tree_dir",
     "removals_done",
     "supports_kill",
+    "still_running",
 ]
 
 KillMethod = Literal["cgroup.kill", "freezer", "signal"]
@@ -241,7 +242,7 @@ class CgroupGroup:
                 delay = min(delay * 2, _MAX_POLL_S)
             delay = _FIRST_POLL_S
             while seen and time.monotonic() < deadline:
-                seen = _still_running(seen)
+                seen = still_running(seen)
                 if seen:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, _MAX_POLL_S)
@@ -366,7 +367,7 @@ def _pidfds(pids: set[int]) -> list[int]:
     return fds
 
 
-def _still_running(fds: list[int]) -> list[int]:
+def still_running(fds: list[int]) -> list[int]:
     """The pidfds whose process has not exited yet; the others are closed."""
     poller = select.poll()
     for fd in fds:

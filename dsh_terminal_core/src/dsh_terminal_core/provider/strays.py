@@ -28,11 +28,11 @@ import asyncio
 import contextlib
 import itertools
 import os
-import select
 import signal
 import time
 
 from ..kernel.errors import ErrorCode, TerminalError
+from .cgroups import still_running
 from .forkclient import fork_server, serving
 
 __all__ = ["TAG_VARIABLE", "new_tag", "sweep", "sweep_orphans", "tagged"]
@@ -120,17 +120,6 @@ def _signal_round(root: int, tag: str, signalled: list[int]) -> bool:
     return True
 
 
-def _running(fds: list[int]) -> list[int]:
-    """The pidfds whose process has not exited yet; the others are closed."""
-    poller = select.poll()
-    for fd in fds:
-        poller.register(fd, select.POLLIN)
-    exited = {fd for fd, _ in poller.poll(0)}
-    for fd in exited:
-        os.close(fd)
-    return [fd for fd in fds if fd not in exited]
-
-
 def _pid_of(pidfd: int) -> int | None:
     """The pid a pidfd refers to (its ``Pid:`` line), None once the process is gone."""
     try:
@@ -157,7 +146,7 @@ async def sweep(root: int, tag: str, timeout: float) -> None:
         delay = _FIRST_POLL_S
         while True:
             found = _signal_round(root, tag, signalled)
-            signalled = _running(signalled)
+            signalled = still_running(signalled)
             if not found and not signalled:
                 return
             if time.monotonic() >= deadline:
