@@ -270,7 +270,7 @@ if [ "$mode" = test ]; then
   say "done. Run the tests with: .venv/bin/python -m pytest"
 else
   say "[5/5] installing the distributions into .venv (pip, ~30 s on first run)"
-  pip_install -e './dsh_terminal_core[mcp]' -e ./dsh_terminal_bash -e ./dsh_terminal_zsh \
+  pip_install -e './dsh_terminal_core[mcp,world]' -e ./dsh_terminal_bash -e ./dsh_terminal_zsh \
     -e ./dsh_terminal_fish -e ./dsh_tool_terminal -e ./dsh_pty_session || fail "pip could not install the distributions (see above)"
   web_assets
   say "done. Run the demo with: .venv/bin/dsh-terminal demo"

@@ -128,6 +128,34 @@ def shared_tmp_kept(request: pytest.FixtureRequest) -> Iterator[None]:
         _last_kept[0] = request.node.nodeid
 
 
+#: Where the suite runs (the repository), and what a test may add there: tool caches
+#: (dot entries) and the directories ``.gitignore`` names for test output.
+RUN_DIR = os.getcwd()
+RUN_DIR_OUTPUT = frozenset({"test-artifacts", "site", "build", "dist"})
+
+
+def _run_dir_entries() -> set[str]:
+    return {
+        name
+        for name in os.listdir(RUN_DIR)
+        if not name.startswith(".") and name not in RUN_DIR_OUTPUT
+    }
+
+
+@pytest.fixture(autouse=True)
+def run_dir_kept(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test that left a new entry where the suite runs (one ``listdir`` on each
+    side): an empty ``oom`` once appeared at the repository's top level mid-run, from a
+    shell redirection in a terminal opened there, and nothing said which test made it."""
+    before = _run_dir_entries()
+    yield
+    added = _run_dir_entries() - before
+    if added:
+        pytest.fail(
+            f"{request.node.nodeid} left {sorted(added)} in {RUN_DIR}", pytrace=False
+        )
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """In a world run (``DSH_TEST_WORLD``), skip what reads the local backend or /proc."""
     if not os.environ.get("DSH_TEST_WORLD"):

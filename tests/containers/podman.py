@@ -174,7 +174,7 @@ def _wheelhouse(directory: Path, seconds: dict[str, float]) -> Path:
         [
             sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
             "--wheel-dir", str(wheels),
-            f"{ROOT / 'dsh_terminal_core'}[mcp]",
+            f"{ROOT / 'dsh_terminal_core'}[mcp,world]",
             *(str(ROOT / name) for name in DISTRIBUTIONS[1:]),
             "setuptools>=77",
         ],
@@ -274,9 +274,17 @@ def exec_command(name: str) -> list[str]:
     return [PODMAN, "exec", "-i", name, "dsh-terminal", "world", "--stdio", "--socket", SOCKET]
 
 
+def exec_cwd() -> str:
+    """Where the tests' ``podman exec`` worlds run: ``podman exec`` leaves an empty ``oom``
+    in its working directory when the container OOM-kills a process."""
+    where = cache_dir() / "exec-cwd"
+    where.mkdir(parents=True, exist_ok=True)
+    return str(where)
+
+
 def exec_world(name: str, key: str, **extra: Any) -> dict[str, Any]:
     """A ``worlds`` entry reaching ``name``'s daemon through the exec relay."""
-    return {"command": exec_command(name), "key": key, **extra}
+    return {"command": exec_command(name), "key": key, "cwd": exec_cwd(), **extra}
 
 
 def state_command(name: str) -> list[str]:

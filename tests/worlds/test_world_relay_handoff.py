@@ -51,6 +51,15 @@ def _pipes(process: asyncio.subprocess.Process) -> tuple[str, str]:
     )
 
 
+def _link_pipes(link: object) -> tuple[str, str]:
+    """The pipes a world link writes and reads (the relay's stdin and stdout)."""
+    writer = link._conn._writer  # type: ignore[attr-defined]
+    return tuple(  # type: ignore[return-value]
+        f"pipe:[{os.fstat(transport.get_extra_info('pipe').fileno()).st_ino}]"
+        for transport in (writer._transport, writer._read_transport)
+    )
+
+
 async def _relay_let_go(process: asyncio.subprocess.Process) -> bool:
     """Whether the relay closed its copies of its stdio pipes within 5 s.
 
@@ -103,10 +112,11 @@ async def test_sends_through_a_relay_settle_whether_it_hands_over_or_copies(
             sent = await terminals.start_send(agent, sid, request).done
             assert sent.wait_reason is WaitReason.STDIN_READ
             assert sent.viewport.strip().splitlines()[-1] == f"n-{n * 3}"
-        process = h.ctx.worlds._links["r"]._process
+        link = h.ctx.worlds._links["r"]
+        process = link._process
         assert process is not None
-        held = _held_by(process.pid) & set(_pipes(process))
-        assert held == (set() if daemon_takes_fds else set(_pipes(process)))
+        held = _held_by(process.pid) & set(_link_pipes(link))
+        assert held == (set() if daemon_takes_fds else set(_link_pipes(link)))
         await agent.dispose()
 
 

@@ -26,6 +26,7 @@ from dsh_terminal_core.registry import (
     SpawnRequest,
     WaitReason,
 )
+from dsh_terminal_core.worlds.config import WorldEntry
 from dsh_terminal_core.worlds.connection import Connection
 from dsh_terminal_core.worlds.frames import DEFAULT_MAX_FRAME
 
@@ -40,8 +41,11 @@ def _world_link_process(h: Harness) -> int:
     return int(link._process.pid)
 
 
-async def test_a_send_in_a_world_settles_there_with_its_exit_code() -> None:
-    async with Harness(config=world_config()) as h:
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+async def test_a_send_in_a_world_settles_there_with_its_exit_code(loop: str) -> None:
+    pytest.importorskip(loop)
+    config = world_config(ns={"command": world_command(loop=loop)})
+    async with Harness(config=config) as h:
         agent = h.create_agent("agent-1")
         opened = await h.ctx.terminals.spawn(agent, SpawnRequest(type="shell", world="ns"))
         assert opened.world == "ns"
@@ -62,7 +66,45 @@ async def test_a_send_in_a_world_settles_there_with_its_exit_code() -> None:
         await h.ctx.terminals.start_send(agent, opened.session_id, SendRequest(text="cd /tmp")).done
         [row] = h.ctx.terminals.list(agent)
         assert row.world == "ns" and row.cwd == "/tmp"
+        assert h.ctx.worlds._links["ns"].hello["eventLoop"] == loop  # the loop asked for
         await agent.dispose()
+
+
+async def test_what_a_send_collected_reaches_its_reader_with_the_settlement() -> None:
+    """The output a send collected after its last streamed piece travels with the
+    settlement: a reader of the operation (a background job's) sees every line."""
+    async with Harness(config=world_config()) as h:
+        agent = h.create_agent("agent-1")
+        sid = await _open(h, agent)
+        op = h.ctx.terminals.start_send(
+            agent, sid, SendRequest(text="echo first; echo second; false")
+        )
+        result = await op.done
+        assert result.wait_reason is WaitReason.STDIN_READ and result.exit_code == 1
+        collected = op.read_output()
+        assert "first\n" in collected and "second\n" in collected, collected
+        assert op.read_output() == ""  # consumed: a cursor, as a local send's
+        await agent.dispose()
+
+
+async def test_a_world_command_runs_in_its_cwd_and_a_missing_one_is_named(
+    tmp_path: Path,
+) -> None:
+    noted = tmp_path / "where"
+    command = ["sh", "-c", 'pwd > where && exec "$@"', "sh", *world_command()]
+    config = world_config(ns={"command": command, "cwd": str(tmp_path)})
+    async with Harness(config=config) as h:
+        agent = h.create_agent("agent-1")
+        await _open(h, agent)
+        assert noted.read_text().strip() == str(tmp_path)
+        await agent.dispose()
+    gone = str(tmp_path / "gone")
+    async with Harness(config=world_config(ns={"command": command, "cwd": gone})) as h:
+        with pytest.raises(TerminalError) as refused:
+            await h.ctx.terminals.spawn(h.create_agent("a"), SpawnRequest(type="shell", world="ns"))
+        assert refused.value.code == "WORLD_UNAVAILABLE" and gone in refused.value.message
+    with pytest.raises(ValueError, match="absolute"):
+        WorldEntry(command=("true",), cwd="relative/dir")
 
 
 async def test_reads_come_from_a_mirror_numbered_as_the_world_numbers() -> None:

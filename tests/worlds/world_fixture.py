@@ -18,7 +18,9 @@ import pytest
 BWRAP = shutil.which("bwrap")
 
 
-def world_command(*, sandbox: str = "danger-full-access") -> list[str]:
+def world_command(*, sandbox: str = "danger-full-access", loop: str | None = None) -> list[str]:
+    """The agent in its namespaces; ``loop="asyncio"`` keeps it off uvloop."""
+    chosen = [] if loop is None else ["--setenv", "DSH_TERMINAL_LOOP", loop]
     return [
         BWRAP or "bwrap",
         "--dev-bind", "/", "/",
@@ -26,6 +28,7 @@ def world_command(*, sandbox: str = "danger-full-access") -> list[str]:
         "--die-with-parent",
         "--proc", "/proc",
         "--hostname", "world-ns",
+        *chosen,
         sys.executable, "-m", "dsh_terminal_core.cli", "world", "--stdio", "--sandbox", sandbox,
     ]  # fmt: skip
 

@@ -39,6 +39,8 @@ class BashSendOperation:
         # with the first one.
         self._waiter: asyncio.Future[SendResult] | None = None
         self._more_waiters: list[asyncio.Future[SendResult]] | None = None
+        # Called in the step the send ends (``when_ended``): a world agent's settlement.
+        self._on_end: list[Callable[[asyncio.Future[SendResult]], None]] | None = None
         # The session itself, not its bound method: one object fewer per send in flight.
         self._canceller = canceller
         self._cancel_task: asyncio.Task[None] | None = None
@@ -103,6 +105,16 @@ class BashSendOperation:
             self._more_waiters.append(waiter)
         return waiter
 
+    def when_ended(self, callback: Callable[[asyncio.Future[SendResult]], None]) -> None:
+        """Call ``callback(done)`` in the step the send ends (now if it has ended), not a
+        loop turn later as a done callback would (``SettleNotifying``)."""
+        if self.done.done():
+            callback(self.done)
+        elif self._on_end is None:
+            self._on_end = [callback]
+        else:
+            self._on_end.append(callback)
+
     def settle(self, result: SendResult) -> None:
         self._end(self.done.set_result, result)
 
@@ -119,6 +131,9 @@ class BashSendOperation:
                 self.done.remove_done_callback(self._release_waiters)
             finish(outcome)
             self._release_waiters(self.done)
+            ended, self._on_end = self._on_end, None
+            for callback in ended or ():
+                callback(self.done)
         forget, self.forget_cancel = self.forget_cancel, None
         if forget is not None:
             forget()

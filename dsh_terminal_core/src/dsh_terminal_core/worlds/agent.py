@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import os
@@ -139,8 +140,9 @@ class WorldAgent:
         self.held: dict[str, Held] = {}
         self._connections: set[Served] = set()
 
-    @property
+    @functools.cached_property
     def terminals(self) -> TerminalSessionService:
+        """The harness's registry (looked up once: every send goes through it)."""
         terminals: TerminalSessionService = self._harness.ctx.terminals
         return terminals
 
@@ -161,6 +163,8 @@ class WorldAgent:
             "worldId": self.world_id,
             "agentVersion": agent_version,
             "python": sys.version.split()[0],
+            # "uvloop" or "asyncio": which loop this agent turns (``worlds/eventloop.py``).
+            "eventLoop": type(asyncio.get_running_loop()).__module__.split(".")[0],
             "capabilities": {"backends": self.terminals.list_backends(), "daemon": self.daemon},
             "maxFrame": DEFAULT_MAX_FRAME,
         }
@@ -200,8 +204,7 @@ class WorldAgent:
 
         heartbeat = asyncio.get_running_loop().create_task(connection.keep_alive(silent))
         try:
-            async for frame in connection.frames():
-                served.handle(frame)
+            await connection.dispatch(served.handle)
         except asyncio.CancelledError:
             if not connection.closed:
                 raise  # a real cancellation, not the heartbeat's

@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 
 from .connection import Connection
 from .frames import DEFAULT_MAX_FRAME
+from .wire import over_pipes
 
 __all__ = ["MARKER", "TAKEN", "handoff_path", "offer", "peer_allowed", "serve_handoffs", "wait_out"]
 
@@ -166,22 +167,7 @@ async def _serve_pipes(
 ) -> None:
     """Serve one connection on the relay's pipes until it ends or the relay goes."""
     loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=DEFAULT_MAX_FRAME)
-    try:
-        read_transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", 0)
-        )
-    except BaseException:
-        os.close(wire_out)
-        raise
-    try:
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", 0)
-        )
-    except BaseException:
-        read_transport.close()
-        raise
-    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    connection = await over_pipes(wire_in, wire_out, max_frame=DEFAULT_MAX_FRAME)
 
     def relay_gone() -> None:
         # Readable: the relay ended (it never writes after its marker). Ending the read
@@ -194,23 +180,21 @@ async def _serve_pipes(
         except OSError:
             pass
         loop.remove_reader(sock.fileno())
-        read_transport.close()
+        connection.feed_eof()
 
     try:
         sock.send(TAKEN)
     except OSError:
-        read_transport.close()
-        transport.close()
+        connection.close()
         return
     loop.add_reader(sock.fileno(), relay_gone)
     try:
-        await serve(Connection(reader, writer, max_frame=DEFAULT_MAX_FRAME))
+        await serve(connection)
     finally:
         loop.remove_reader(sock.fileno())
-        read_transport.close()
-        transport.close()
+        connection.close()
         # What is still buffered reaches the pipe before the relay (the exec session)
         # is told to end.
         with contextlib.suppress(Exception):
             async with asyncio.timeout(1.0):
-                await writer.wait_closed()
+                await connection.wait_closed()

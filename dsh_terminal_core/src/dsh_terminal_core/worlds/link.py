@@ -28,6 +28,7 @@ from ..kernel.errors import ErrorCode, TerminalError
 from .connection import Connection, choose_version
 from .frames import DEFAULT_MAX_FRAME, Frame, FrameError
 from .messages import PROTOCOL_VERSIONS, ProtocolError, error_from_wire
+from .wire import connect_unix, over_pipes
 
 __all__ = ["WorldEvents", "WorldLink", "connect", "connect_socket", "world_unavailable"]
 
@@ -94,6 +95,8 @@ class WorldLink:
         # before the answer that names it, so they wait here for attach().
         self._unclaimed: dict[str, list[Frame]] = {}
         self._reader: asyncio.Task[None] | None = None
+        #: Why the connection ended, as the frames last told (a ``bye`` names it).
+        self._why = "its connection ended"
         self._heartbeat: asyncio.Task[None] | None = None
         self._lost: str | None = None
         self.hello: dict[str, Any] = {}
@@ -158,32 +161,35 @@ class WorldLink:
         )
 
     async def _read(self) -> None:
-        why = "its connection ended"
+        self._why = "its connection ended"
         try:
-            async for frame in self._conn.frames():
-                if frame.type in ("ok", "error"):
-                    self._answer(frame)
-                elif frame.type == "bye":
-                    why = f"it said {frame.header.get('code')}: {frame.header.get('message')}"
-                    break
-                elif frame.type == "ping":
-                    self._conn.send({"t": "pong", "n": frame.header.get("n")})
-                elif frame.type == "pong":
-                    continue
-                else:
-                    sid = frame.header.get("sid")
-                    if not isinstance(sid, str):
-                        continue
-                    session = self._sessions.get(sid)
-                    if session is not None:
-                        session.on_event(frame)
-                    elif len(self._unclaimed) < _UNCLAIMED_SESSIONS:
-                        self._unclaimed.setdefault(sid, []).append(frame)
+            await self._conn.dispatch(self._on_frame)
         except Exception:
             log.exception("world %r: reading its connection failed", self.name)
-            why = "reading its connection failed"
+            self._why = "reading its connection failed"
         finally:
-            self._end(why)
+            self._end(self._why)
+
+    def _on_frame(self, frame: Frame) -> None:
+        """One frame from the world, in the turn it arrived."""
+        kind = frame.type
+        if kind in ("ok", "error"):
+            self._answer(frame)
+        elif kind == "bye":
+            header = frame.header
+            self._why = f"it said {header.get('code')}: {header.get('message')}"
+            self._conn.close()
+        elif kind == "ping":
+            self._conn.send({"t": "pong", "n": frame.header.get("n")})
+        elif kind != "pong":
+            sid = frame.header.get("sid")
+            if not isinstance(sid, str):
+                return
+            session = self._sessions.get(sid)
+            if session is not None:
+                session.on_event(frame)
+            elif len(self._unclaimed) < _UNCLAIMED_SESSIONS:
+                self._unclaimed.setdefault(sid, []).append(frame)
 
     def _answer(self, frame: Frame) -> None:
         re_id = frame.header.get("re")
@@ -340,11 +346,10 @@ async def connect_socket(
 ) -> WorldLink:
     """Connect to a world daemon's socket and shake hands; ``WORLD_UNAVAILABLE`` else."""
     try:
-        reader, writer = await asyncio.open_unix_connection(path, limit=DEFAULT_MAX_FRAME)
+        connection = await connect_unix(path, max_frame=DEFAULT_MAX_FRAME)
     except OSError as exc:
         why = f"no world daemon answers at {path}: {exc.strerror or exc}"
         raise world_unavailable(name, why) from None
-    connection = Connection(reader, writer, max_frame=DEFAULT_MAX_FRAME)
     hello = {"versions": list(PROTOCOL_VERSIONS), "client": dict(client or {}), "pid": os.getpid()}
     try:
         peer = await connection.handshake(hello, timeout_s=HELLO_TIMEOUT_S)
@@ -367,27 +372,38 @@ async def connect(
     env: Mapping[str, str] | None = None,
     client: Mapping[str, Any] | None = None,
     heartbeat_s: float | None = None,
+    cwd: str | None = None,
 ) -> WorldLink:
-    """Start ``command``, shake hands, and return the live link; ``WORLD_UNAVAILABLE`` else."""
+    """Start ``command`` (in ``cwd``, or this process's), shake hands, and return the live
+    link; ``WORLD_UNAVAILABLE`` else."""
+    if cwd is not None and not os.path.isdir(cwd):
+        raise world_unavailable(name, f"its cwd {cwd!r} is not a directory")
     stderr = _StderrReader()
+    # Its stdin and stdout are pipes of our own, read and written through a protocol
+    # that decodes in the read callback (:mod:`.wire`), not through a task's streams.
+    child_in, to_child = os.pipe()
+    from_child, child_out = os.pipe()
     try:
         process = await asyncio.create_subprocess_exec(
             *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
+            stdin=child_in,
+            stdout=child_out,
             stderr=stderr.write_fd,
             env=dict(env) if env is not None else None,
+            cwd=cwd,
             start_new_session=True,
-            limit=DEFAULT_MAX_FRAME,
         )
     except OSError as exc:
-        os.close(stderr.write_fd)
+        for fd in (to_child, from_child, stderr.write_fd):
+            os.close(fd)
         await stderr.aclose()
         why = f"{command[0]!r} could not start: {exc.strerror or exc}"
         raise world_unavailable(name, why) from None
-    assert process.stdin is not None and process.stdout is not None
+    finally:
+        os.close(child_in)
+        os.close(child_out)
     await stderr.start()
-    connection = Connection(process.stdout, process.stdin, max_frame=DEFAULT_MAX_FRAME)
+    connection = await over_pipes(from_child, to_child, max_frame=DEFAULT_MAX_FRAME)
     hello = {"versions": list(PROTOCOL_VERSIONS), "client": dict(client or {}), "pid": os.getpid()}
     try:
         peer = await connection.handshake(hello, timeout_s=HELLO_TIMEOUT_S)

@@ -44,7 +44,9 @@ from ..kernel.plugins import ENTRY_POINT_GROUP
 from .agent import WorldAgent
 from .connection import Connection
 from .frames import DEFAULT_MAX_FRAME
+from .eventloop import run_loop
 from .handoff import handoff_path, offer, peer_allowed, serve_handoffs, wait_out
+from .wire import over_pipes, serve_unix
 
 __all__ = ["WORLD_PLUGINS", "relay_stdio", "serve_socket", "serve_stdio", "world_plugins"]
 
@@ -109,7 +111,7 @@ def serve_stdio(config_path: str | None, sandbox: str | None, workspace: str | N
         return 2
     wire_in, wire_out = _stdio_wire()
     try:
-        return asyncio.run(_serve(config, plugins, wire_in, wire_out))
+        return run_loop(_serve(config, plugins, wire_in, wire_out))
     except DshError as exc:
         print(f"dsh-terminal world: error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 2
@@ -118,19 +120,11 @@ def serve_stdio(config_path: str | None, sandbox: str | None, workspace: str | N
 async def _serve(
     config: Mapping[str, Mapping[str, Any]], plugins: list[object], wire_in: int, wire_out: int
 ) -> int:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=DEFAULT_MAX_FRAME)
-    await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", 0)
-    )
-    transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", 0)
-    )
-    writer = asyncio.StreamWriter(transport, protocol, reader, loop)
+    connection = await over_pipes(wire_in, wire_out, max_frame=DEFAULT_MAX_FRAME)
     async with Harness(plugins=plugins, config=config) as harness:
         agent = WorldAgent(harness)
         try:
-            await agent.serve(Connection(reader, writer, max_frame=DEFAULT_MAX_FRAME))
+            await agent.serve(connection)
         finally:
             await agent.aclose()
     return 0
@@ -174,7 +168,7 @@ def serve_socket(
         print(f"dsh-terminal world: error [{exc.code}]: {exc.message}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_serve_socket(config, plugins, listener, lease_s, handoffs))
+        return run_loop(_serve_socket(config, plugins, listener, lease_s, handoffs))
     finally:
         for sock, where in ((handoffs, handoff_path(path)), (listener, path)):
             sock.close()
@@ -218,12 +212,6 @@ def _listen(path: str) -> socket.socket:
     return listener
 
 
-def _peer_allowed(writer: asyncio.StreamWriter) -> bool:
-    """Only this user (or root) may talk to the daemon: the socket is the boundary."""
-    sock = writer.get_extra_info("socket")
-    return sock is not None and peer_allowed(sock)
-
-
 async def _serve_socket(
     config: Mapping[str, Mapping[str, Any]],
     plugins: list[object],
@@ -254,14 +242,9 @@ async def _serve_socket(
             finally:
                 connections.discard(task)
 
-        async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            if not _peer_allowed(writer):
-                log.warning("refused a world connection from another user")
-                writer.close()
-                return
-            await tracked(Connection(reader, writer, max_frame=DEFAULT_MAX_FRAME))
-
-        server = await asyncio.start_unix_server(on_connect, sock=listener, limit=DEFAULT_MAX_FRAME)
+        server = await serve_unix(
+            listener, tracked, max_frame=DEFAULT_MAX_FRAME, allowed=peer_allowed
+        )
         relays = None if handoffs is None else loop.create_task(serve_handoffs(handoffs, tracked))
         log.info("world daemon listening on %s", listener.getsockname())
         try:
@@ -296,7 +279,7 @@ def relay_stdio(path: str) -> int:
         wait_out(taken)
         return _said_if_gone(path)
     try:
-        return asyncio.run(_relay(path, wire_in, wire_out))
+        return run_loop(_relay(path, wire_in, wire_out))
     except OSError as exc:
         print(
             f"dsh-terminal world: error [WORLD_UNAVAILABLE]: no world daemon answers at "

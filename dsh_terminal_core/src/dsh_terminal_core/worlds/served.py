@@ -28,6 +28,7 @@ from ..registry.types import (
     SecretPromptSession,
     SendOperation,
     SendRequest,
+    SettleNotifying,
     SpawnRequest,
 )
 from .agent import Held, MirroredSession, WorldAgent
@@ -263,7 +264,23 @@ class Served:
         op = self._agent.terminals.start_send(held.tenant, held.sid, request)
         held.op, held.op_id = op, op_id
         held.op_started = asyncio.get_running_loop().time()
-        op.done.add_done_callback(lambda done: _settled(held, op, op_id, done))
+        told = False
+
+        def settled(done: asyncio.Future[Any]) -> None:
+            nonlocal told
+            if told:
+                return
+            told = True
+            try:  # runs inside the backend's settling step: nothing may escape into it
+                _settled(held, op, op_id, done)
+            except Exception:
+                log.exception("world: writing the settlement of %s failed", op_id)
+
+        if _is_a(op, SettleNotifying):
+            # The settlement leaves in the step the send ends, a loop turn sooner; the
+            # done callback stays for a ``done`` cancelled from outside the backend.
+            op.when_ended(settled)
+        op.done.add_done_callback(settled)
 
     async def cancel(self, frame: Frame) -> dict[str, Any]:
         held = self._get(frame.header)
@@ -344,8 +361,9 @@ class Served:
         *,
         linger: bool = False,
         now: bool = False,
+        merge: object = None,
     ) -> None:
-        self._conn.send(header, payload, linger=linger, now=now)
+        self._conn.send(header, payload, linger=linger, now=now, merge=merge)
 
     def _send_sync(self, held: Held) -> None:
         session = held.session
@@ -390,6 +408,7 @@ def _out(held: Held, text: str) -> None:
             {"t": "out", "sid": held.sid, "seq": held.seq},
             text.encode("utf-8", "surrogateescape"),
             linger=True,
+            merge=held,
         )
 
 
@@ -468,9 +487,9 @@ def _settled(held: Held, op: SendOperation, op_id: str, done: asyncio.Future[Any
     if served is None:
         held.last_settled = (op_id, result)
         return
+    # What the send collected since the last ``opout`` travels as the settlement's
+    # payload: one frame fewer to encode, read and dispatch on every send.
     collected = op.read_output()
-    if collected:
-        served.send_event({"t": "opout", "sid": held.sid, "op": op_id}, collected.encode())
     session = held.session
     settled: dict[str, Any] = {
         "t": "settled",
@@ -487,7 +506,7 @@ def _settled(held: Held, op: SendOperation, op_id: str, done: asyncio.Future[Any
     screen = _screen_now(held)
     if screen is not None:
         settled["screenNow"] = screen
-    served.send_event(settled, now=True)
+    served.send_event(settled, collected.encode(), now=True)
 
 
 #: Whether a session's class has a protocol's members, by (class, protocol): checking a

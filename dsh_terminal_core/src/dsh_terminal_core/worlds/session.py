@@ -275,7 +275,7 @@ class WorldSession:
         elif kind == "screen":
             self._keep_screen(frame.header)
         elif kind == "settled":
-            self._on_settled(frame.header)
+            self._on_settled(frame.header, frame.payload)
         elif kind == "exit":
             self._status = status_from_wire(frame.header.get("status"))
             self._notify()
@@ -284,12 +284,14 @@ class WorldSession:
             self._link.detach(self.sid)
             self.end(f"world {self.world!r}: {reason}")
 
-    def _on_settled(self, header: dict[str, Any]) -> None:
+    def _on_settled(self, header: dict[str, Any], collected: bytes = b"") -> None:
         op = self._ops.pop(str(header.get("op")), None)
         if op is None:
             return
         if self._op is op:
             self._op = None
+        if collected:  # the send's output since its last ``opout``
+            op.collect(collected.decode("utf-8", "surrogateescape"))
         if "error" in header:
             op.fail(error_from_wire(header["error"], self.world))
             return
