@@ -56,11 +56,26 @@ def cache_dir() -> Path:
     return Path(xdg) / "dsh-terminal-tests"
 
 
+def runtime_cwd() -> str:
+    """Where the tests run podman: a container's conmon writes an empty file ``oom`` into
+    the working directory of the ``podman run`` (``restart``, ``kube play``) that started
+    it when the container OOM-kills a process (podman 4.3, seen here) — in the repository,
+    had they run there."""
+    where = cache_dir() / "podman-cwd"
+    where.mkdir(parents=True, exist_ok=True)
+    return str(where)
+
+
 def podman(*args: str, timeout: float = 120, check: bool = True) -> str:
     """Run podman with the tests' containers.conf; its stdout, stripped."""
     assert PODMAN is not None
     done = subprocess.run(
-        [PODMAN, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [PODMAN, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=runtime_cwd(),
     )
     if check and done.returncode != 0:
         raise RuntimeError(f"podman {' '.join(args)} exited {done.returncode}: {done.stderr}")
@@ -70,7 +85,9 @@ def podman(*args: str, timeout: float = 120, check: bool = True) -> str:
 def podman_ok(*args: str, timeout: float = 120) -> bool:
     """Whether podman ``args`` exits 0 (``healthcheck run`` says healthy by that alone)."""
     assert PODMAN is not None
-    done = subprocess.run([PODMAN, *args], capture_output=True, timeout=timeout, check=False)
+    done = subprocess.run(
+        [PODMAN, *args], capture_output=True, timeout=timeout, check=False, cwd=runtime_cwd()
+    )
     return done.returncode == 0
 
 
@@ -274,17 +291,9 @@ def exec_command(name: str) -> list[str]:
     return [PODMAN, "exec", "-i", name, "dsh-terminal", "world", "--stdio", "--socket", SOCKET]
 
 
-def exec_cwd() -> str:
-    """Where the tests' ``podman exec`` worlds run: ``podman exec`` leaves an empty ``oom``
-    in its working directory when the container OOM-kills a process."""
-    where = cache_dir() / "exec-cwd"
-    where.mkdir(parents=True, exist_ok=True)
-    return str(where)
-
-
 def exec_world(name: str, key: str, **extra: Any) -> dict[str, Any]:
     """A ``worlds`` entry reaching ``name``'s daemon through the exec relay."""
-    return {"command": exec_command(name), "key": key, "cwd": exec_cwd(), **extra}
+    return {"command": exec_command(name), "key": key, **extra}
 
 
 def state_command(name: str) -> list[str]:

@@ -26,7 +26,6 @@ from dsh_terminal_core.registry import (
     SpawnRequest,
     WaitReason,
 )
-from dsh_terminal_core.worlds.config import WorldEntry
 from dsh_terminal_core.worlds.connection import Connection
 from dsh_terminal_core.worlds.frames import DEFAULT_MAX_FRAME
 
@@ -85,26 +84,6 @@ async def test_what_a_send_collected_reaches_its_reader_with_the_settlement() ->
         assert "first\n" in collected and "second\n" in collected, collected
         assert op.read_output() == ""  # consumed: a cursor, as a local send's
         await agent.dispose()
-
-
-async def test_a_world_command_runs_in_its_cwd_and_a_missing_one_is_named(
-    tmp_path: Path,
-) -> None:
-    noted = tmp_path / "where"
-    command = ["sh", "-c", 'pwd > where && exec "$@"', "sh", *world_command()]
-    config = world_config(ns={"command": command, "cwd": str(tmp_path)})
-    async with Harness(config=config) as h:
-        agent = h.create_agent("agent-1")
-        await _open(h, agent)
-        assert noted.read_text().strip() == str(tmp_path)
-        await agent.dispose()
-    gone = str(tmp_path / "gone")
-    async with Harness(config=world_config(ns={"command": command, "cwd": gone})) as h:
-        with pytest.raises(TerminalError) as refused:
-            await h.ctx.terminals.spawn(h.create_agent("a"), SpawnRequest(type="shell", world="ns"))
-        assert refused.value.code == "WORLD_UNAVAILABLE" and gone in refused.value.message
-    with pytest.raises(ValueError, match="absolute"):
-        WorldEntry(command=("true",), cwd="relative/dir")
 
 
 async def test_reads_come_from_a_mirror_numbered_as_the_world_numbers() -> None:

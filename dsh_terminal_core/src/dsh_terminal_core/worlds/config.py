@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,17 +48,10 @@ class WorldEntry:
     state: tuple[str, ...] | None = attrs.field(
         default=None, converter=_as_tuple, validator=_command
     )
-    #: The directory ``command`` and ``state`` run in (absolute); None: the harness's.
-    #: ``podman exec`` (4.3) leaves an empty file ``oom`` in its working directory when
-    #: the container OOM-kills a process: a directory of the world's own keeps that out
-    #: of the harness's.
-    cwd: str | None = None
 
     def __attrs_post_init__(self) -> None:
         if (self.command is None) == (self.socket is None):
             raise ValueError("a world needs exactly one of command and socket")
-        if self.cwd is not None and (not isinstance(self.cwd, str) or not os.path.isabs(self.cwd)):
-            raise ValueError(f"cwd must be an absolute path, got {self.cwd!r}")
         if self.lease_s < 1:
             raise ValueError("lease_s must be at least 1")
         if self.heartbeat_s is not None and not 0.05 <= self.heartbeat_s <= 3600:

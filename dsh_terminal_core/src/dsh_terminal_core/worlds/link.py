@@ -372,12 +372,8 @@ async def connect(
     env: Mapping[str, str] | None = None,
     client: Mapping[str, Any] | None = None,
     heartbeat_s: float | None = None,
-    cwd: str | None = None,
 ) -> WorldLink:
-    """Start ``command`` (in ``cwd``, or this process's), shake hands, and return the live
-    link; ``WORLD_UNAVAILABLE`` else."""
-    if cwd is not None and not os.path.isdir(cwd):
-        raise world_unavailable(name, f"its cwd {cwd!r} is not a directory")
+    """Start ``command``, shake hands, and return the live link; ``WORLD_UNAVAILABLE`` else."""
     stderr = _StderrReader()
     # Its stdin and stdout are pipes of our own, read and written through a protocol
     # that decodes in the read callback (:mod:`.wire`), not through a task's streams.
@@ -390,7 +386,6 @@ async def connect(
             stdout=child_out,
             stderr=stderr.write_fd,
             env=dict(env) if env is not None else None,
-            cwd=cwd,
             start_new_session=True,
         )
     except OSError as exc:

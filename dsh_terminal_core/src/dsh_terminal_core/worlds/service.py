@@ -75,12 +75,11 @@ def _proof(said: str) -> str:
     return lines[-1].strip()[-500:] if lines else said.strip()[-500:]
 
 
-async def _state_of(command: tuple[str, ...], cwd: str | None = None) -> str:
+async def _state_of(command: tuple[str, ...]) -> str:
     """The first line of what the world's ``state`` command prints, or why it could not."""
     try:
         process = await asyncio.create_subprocess_exec(
             *command,
-            cwd=cwd,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
@@ -208,7 +207,7 @@ class WorldsService:
         why = f"world {world!r}'s daemon is gone: {said}"
         state = self.entry(world).state
         if state is not None:
-            why += f" (its state: {await _state_of(state, self.entry(world).cwd)})"
+            why += f" (its state: {await _state_of(state)})"
         self._end_all(world, why)
 
     def _end_all(self, world: str, why: str) -> None:
@@ -233,9 +232,7 @@ class WorldsService:
                 link = await connect_socket(world, entry.socket, client=client, heartbeat_s=beat)
             else:
                 assert entry.command is not None
-                link = await connect(
-                    world, entry.command, client=client, heartbeat_s=beat, cwd=entry.cwd
-                )
+                link = await connect(world, entry.command, client=client, heartbeat_s=beat)
             link.on_lost = lambda why, link=link: self._lost(world, link, why)
             self._links[world] = link
             return link
