@@ -388,10 +388,12 @@ async def connect(
             env=dict(env) if env is not None else None,
             start_new_session=True,
         )
-    except OSError as exc:
+    except BaseException as exc:  # no descriptor of ours outlives a spawn that failed
         for fd in (to_child, from_child, stderr.write_fd):
             os.close(fd)
         await stderr.aclose()
+        if not isinstance(exc, OSError):
+            raise
         why = f"{command[0]!r} could not start: {exc.strerror or exc}"
         raise world_unavailable(name, why) from None
     finally:
