@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import os
 import resource
@@ -56,6 +57,7 @@ def cache_dir() -> Path:
     return Path(xdg) / "dsh-terminal-tests"
 
 
+@functools.cache
 def runtime_cwd() -> str:
     """Where the tests run podman: a container's conmon writes an empty file ``oom`` into
     the working directory of the ``podman run`` (``restart``, ``kube play``) that started

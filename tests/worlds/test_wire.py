@@ -8,12 +8,13 @@ import os
 import socket
 import struct
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from dsh_terminal_core.worlds.connection import Connection
 from dsh_terminal_core.worlds.frames import MAGIC, Frame, FrameReader, encode_frame
-from dsh_terminal_core.worlds.wire import over_pipes, serve_unix
+from dsh_terminal_core.worlds.wire import connect_unix, over_pipes, serve_unix
 
 MAX = 1 << 20
 
@@ -23,23 +24,34 @@ def _open_fds() -> set[int]:
 
 
 @pytest.fixture
-async def pair() -> AsyncIterator[tuple[Connection, socket.socket]]:
-    """A connection over one end of a socket pair, and the raw other end (the peer)."""
-    ours, theirs = socket.socketpair()
-    loop = asyncio.get_running_loop()
-    from dsh_terminal_core.worlds import wire
-
-    connection = Connection(None, None, max_frame=MAX)
-    protocol = wire._Wire(connection, reads=True, writes=True)
-    transport, _ = await loop.connect_accepted_socket(lambda: protocol, ours)
-    protocol.writer = wire.TransportWriter(transport)  # type: ignore[arg-type]
-    connection.attach(protocol.writer)
+async def pair(tmp_path: Path) -> AsyncIterator[tuple[Connection, socket.socket]]:
+    """A connection to a unix socket (:func:`connect_unix`), and the raw accepted end."""
+    path = str(tmp_path / "w.sock")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    connection = await connect_unix(path, max_frame=MAX)
+    theirs, _ = listener.accept()
+    listener.close()
     theirs.setblocking(False)
     try:
         yield connection, theirs
     finally:
         connection.close()
         theirs.close()
+
+
+async def _shaken(pair: tuple[Connection, socket.socket], *after: Frame) -> None:
+    """The peer says hello (and sends ``after`` with it); ours is read."""
+    connection, peer = pair
+    extra = b"".join(encode_frame(f.header, f.payload) for f in after)
+    await _send_raw(peer, MAGIC + encode_frame({"t": "hello"}) + extra)
+    assert (await connection.handshake({}, timeout_s=5))["t"] == "hello"
+
+
+def _dispatching(connection: Connection, seen: list[str]) -> asyncio.Future[None]:
+    """A dispatch noting each frame's type in ``seen``."""
+    return asyncio.ensure_future(connection.dispatch(lambda f: seen.append(f.type)))
 
 
 async def _send_raw(peer: socket.socket, data: bytes) -> None:
@@ -60,8 +72,7 @@ async def test_frames_read_before_dispatch_come_first_then_each_in_its_read(
     pair: tuple[Connection, socket.socket],
 ) -> None:
     connection, peer = pair
-    await _send_raw(peer, MAGIC + encode_frame({"t": "hello"}) + encode_frame({"t": "a", "n": 1}))
-    assert (await connection.handshake({}, timeout_s=5))["t"] == "hello"
+    await _shaken(pair, Frame({"t": "a", "n": 1}))
     seen: list[tuple[str, object]] = []
     arrived = asyncio.Event()
 
@@ -82,10 +93,9 @@ async def test_frames_read_before_dispatch_come_first_then_each_in_its_read(
 
 async def test_a_second_hello_is_refused_with_bye(pair: tuple[Connection, socket.socket]) -> None:
     connection, peer = pair
-    await _send_raw(peer, MAGIC + encode_frame({"t": "hello"}))
-    await connection.handshake({}, timeout_s=5)
+    await _shaken(pair)
     seen: list[str] = []
-    dispatching = asyncio.ensure_future(connection.dispatch(lambda f: seen.append(f.type)))
+    dispatching = _dispatching(connection, seen)
     await _send_raw(peer, encode_frame({"t": "a"}) + encode_frame({"t": "hello"}))
     await asyncio.wait_for(dispatching, 5)
     assert seen == ["a"]
@@ -100,10 +110,9 @@ async def test_frames_before_a_malformed_one_are_dispatched_then_it_is_refused(
     pair: tuple[Connection, socket.socket],
 ) -> None:
     connection, peer = pair
-    await _send_raw(peer, MAGIC + encode_frame({"t": "hello"}))
-    await connection.handshake({}, timeout_s=5)
+    await _shaken(pair)
     seen: list[str] = []
-    dispatching = asyncio.ensure_future(connection.dispatch(lambda f: seen.append(f.type)))
+    dispatching = _dispatching(connection, seen)
     garbage = struct.pack(">IH", 6, 4) + b"{x}!"
     await _send_raw(peer, encode_frame({"t": "a"}) + encode_frame({"t": "b"}) + garbage)
     await asyncio.wait_for(dispatching, 5)
@@ -130,8 +139,7 @@ async def test_a_handler_that_raises_stops_the_dispatch_with_its_error(
     pair: tuple[Connection, socket.socket],
 ) -> None:
     connection, peer = pair
-    await _send_raw(peer, MAGIC + encode_frame({"t": "hello"}))
-    await connection.handshake({}, timeout_s=5)
+    await _shaken(pair)
     seen: list[str] = []
 
     def handler(frame: Frame) -> None:
@@ -149,10 +157,9 @@ async def test_a_handler_that_raises_stops_the_dispatch_with_its_error(
 async def test_closing_ends_a_dispatch_waiting_for_frames(
     pair: tuple[Connection, socket.socket],
 ) -> None:
-    connection, peer = pair
-    await _send_raw(peer, MAGIC + encode_frame({"t": "hello"}))
-    await connection.handshake({}, timeout_s=5)
-    dispatching = asyncio.ensure_future(connection.dispatch(lambda f: None))
+    connection, _ = pair
+    await _shaken(pair)
+    dispatching = _dispatching(connection, [])
     await asyncio.sleep(0)
     connection.close()
     await asyncio.wait_for(dispatching, 5)
@@ -212,7 +219,7 @@ async def test_pipes_end_on_eof_and_closing_frees_both_descriptors() -> None:
     hello = await connection.handshake({"side": "ours"}, timeout_s=5)
     assert hello["v"] == 1
     seen: list[str] = []
-    dispatching = asyncio.ensure_future(connection.dispatch(lambda f: seen.append(f.type)))
+    dispatching = _dispatching(connection, seen)
     os.write(their_out, encode_frame({"t": "a"}))
     os.close(their_out)  # end of file on our side
     await asyncio.wait_for(dispatching, 5)
@@ -227,8 +234,8 @@ async def test_pipes_end_on_eof_and_closing_frees_both_descriptors() -> None:
     assert _open_fds() == before
 
 
-async def test_a_peer_the_daemon_does_not_allow_is_closed_unread(tmp_path: object) -> None:
-    path = os.path.join(str(tmp_path), "w.sock")
+async def test_a_peer_the_daemon_does_not_allow_is_closed_unread(tmp_path: Path) -> None:
+    path = str(tmp_path / "w.sock")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(4)

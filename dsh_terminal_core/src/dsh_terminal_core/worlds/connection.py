@@ -4,9 +4,9 @@ Both sides write the magic and their ``hello`` first, then read the peer's. Afte
 connection is a stream of frames each way: :meth:`Connection.send` writes one (in the
 order called, which is what keeps a send's output ahead of its settlement), and
 :meth:`Connection.dispatch` hands each of the peer's to a handler as it arrives
-(:meth:`Connection.frames` yields them instead, a task wake-up per read later). A malformed or oversize frame
-ends the connection with a ``bye`` naming the wire code; only this connection is
-affected.
+(:meth:`Connection.frames` yields them instead, a task wake-up per read later). A
+malformed or oversize frame ends the connection with a ``bye`` naming the wire code;
+only this connection is affected.
 """
 
 from __future__ import annotations
@@ -58,6 +58,8 @@ class _Writer(Protocol):
     async def drain(self) -> None: ...
 
     def close(self) -> None: ...
+
+    async def wait_closed(self) -> None: ...
 
 
 class Connection:
@@ -365,9 +367,8 @@ class Connection:
 
     async def wait_closed(self) -> None:
         """Until the transport is gone (what was queued was written, or could not be)."""
-        wait = getattr(self._writer, "wait_closed", None)
-        if wait is not None:
-            await wait()
+        if self._writer is not None:
+            await self._writer.wait_closed()
 
     def close(self) -> None:
         if self._closed:

@@ -161,7 +161,6 @@ class WorldLink:
         )
 
     async def _read(self) -> None:
-        self._why = "its connection ended"
         try:
             await self._conn.dispatch(self._on_frame)
         except Exception:

@@ -69,6 +69,8 @@ class Served:
         self._tasks: set[asyncio.Task[None]] = set()
         #: Requests read whose task has not started yet: a send goes after them.
         self._unstarted = 0
+        #: A session event to this connection (what the observers below send through).
+        self.send_event = connection.send
 
     # -- dispatch ---------------------------------------------------------------------
 
@@ -353,17 +355,6 @@ class Served:
         self._conn.send({"t": "pong", "n": frame.header.get("n")})
 
     # -- events -----------------------------------------------------------------------
-
-    def send_event(
-        self,
-        header: dict[str, Any],
-        payload: bytes = b"",
-        *,
-        linger: bool = False,
-        now: bool = False,
-        merge: object = None,
-    ) -> None:
-        self._conn.send(header, payload, linger=linger, now=now, merge=merge)
 
     def _send_sync(self, held: Held) -> None:
         session = held.session

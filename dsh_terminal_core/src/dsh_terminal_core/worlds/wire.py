@@ -64,9 +64,6 @@ class TransportWriter:
         """Until the transport is gone (what was buffered was written, or could not be)."""
         await asyncio.shield(self._closed)
 
-    def get_extra_info(self, name: str) -> object:
-        return self._transport.get_extra_info(name)
-
     # What the transport's protocol reports.
     def paused(self) -> None:
         if self._resumed is None:
